@@ -76,7 +76,8 @@ def test_padding_equals_numpys_pad():
         mode = str(rng.choice(list(_NP_MODES)))
         if mode != "constant" and 0 in x.shape:
             continue  # (refused by the shape rule where padded)
-        limit = min(x.shape) if mode == "reflect" else 3  # (reflect: below each size)
+        # (reflect: below each size; circular: wrapping around more than once too)
+        limit = {"reflect": min(x.shape), "circular": 2 * max(x.shape) + 2}.get(mode, 3)
         pads = tuple((int(rng.integers(0, limit)), int(rng.integers(0, limit))) for _ in x.shape)
         fill = np.float32(rng.standard_normal())
         want = (

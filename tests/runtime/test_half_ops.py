@@ -194,8 +194,8 @@ def test_where_selects_the_16_bit_values(dtype):
 def test_large_float32_operands_run_the_loop_where_it_is_measured_faster():
     # float32/float64 operands of at least _MEASURED_FROM elements: the loop runs where it
     # beat NumPy's kernel on that size class (measured once, remembered), giving NumPy's
-    # bits; a loop calling the vector math library (exp), a strided operand, a small one and
-    # an integer one stay NumPy's (None)
+    # bits; a strided operand, a small one and an integer one stay NumPy's (None). (A loop
+    # calling the vector math library: tests/runtime/test_vector_loops.py.)
     from ember.ops import _half
 
     n = _half._MEASURED_FROM
@@ -217,7 +217,6 @@ def test_large_float32_operands_run_the_loop_where_it_is_measured_faster():
         if got is not None:  # the loop won here: NumPy's bits
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    assert REGISTRY["exp"].fast(x) is None  # (libmvec's expf: not NumPy's bits)
     assert REGISTRY["add"].fast(x[::2], y[::2]) is None
     assert REGISTRY["add"].fast(x[:100], y[:100]) is None
     ints = np.arange(n, dtype=np.int64)
@@ -263,3 +262,41 @@ def test_small_operands_broadcasting_to_a_large_result_take_the_loop(monkeypatch
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert calls and all(k.get("size") == side * side for k in calls)
     assert REGISTRY["add"].fast(b[:10, None], b[None, :10]) is None  # (a small result)
+
+
+def test_large_float32_sums_take_the_loop_with_the_kernels_bits(monkeypatch):
+    """A float32 sum over at least _MEASURED_FROM C-contiguous elements may run the fused
+    reduction loop (where measured faster): rows pairwise in float32 as NumPy orders them,
+    other axes accumulated in double, as the kernel does, so bit for bit the kernel's result
+    over random shapes, axes and a NaN; strided operands stay the kernel's."""
+    from ember.kernels import ccompile
+    from ember.ops import _half
+    from ember.ops.reduce import _sum_kernel
+
+    if not ccompile.compiler_available():
+        pytest.skip("no C compiler")
+    monkeypatch.setattr(_half, "_loop_wins", lambda *a, **k: True)
+    monkeypatch.setattr(_half, "_MEASURED_FROM", 1)  # (small operands: a quick test)
+    op = REGISTRY["sum"]
+    rng = np.random.default_rng(5)
+    ran = 0
+    for _ in range(150):
+        nd = int(rng.integers(1, 5))
+        shape = tuple(int(s) for s in rng.integers(1, 30, nd))
+        if rng.random() < 0.2:
+            shape = (*shape[:-1], int(rng.integers(2000, 9000)))  # (past NumPy's 8-block rows)
+        axes = tuple(sorted({int(a) for a in rng.integers(0, nd, int(rng.integers(1, nd + 1)))}))
+        x = rng.standard_normal(shape).astype(np.float32)
+        if rng.random() < 0.1:
+            x.flat[int(rng.integers(x.size))] = np.nan
+        for keepdims in (True, False):
+            got = op.fast(x, axes=axes, keepdims=keepdims)
+            want = _sum_kernel(x, axes=axes, keepdims=keepdims)
+            if got is None:
+                continue  # (axes no loop takes: a middle block)
+            ran += 1
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert ran > 100
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    assert op.fast(x.T, axes=(1,), keepdims=False) is None

@@ -171,7 +171,12 @@ def test_random_draws_keep_their_order():
     ember.manual_seed(7)
     got = program(x.numpy())
     ember.manual_seed(7)
-    _assert_same(got, interpreter.run(graph, [x.numpy()]))
+    want = interpreter.run(graph, [x.numpy()])
+    # (the same draws; exp over a large operand may run its compiled loop, the vector math
+    # library's few ulps from NumPy's: ops/_vector_loops.py. Draws out of order would differ
+    # by far more.)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=8 * np.finfo(np.float32).eps)
 
 
 def test_an_error_on_a_worker_is_raised_in_the_caller_and_stops_the_others():

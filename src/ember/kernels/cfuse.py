@@ -235,4 +235,5 @@ def _wrapper(fn, in_types, out_types, pool, program, outputs, constants):
             )
         return tuple(outs)
 
+    run.out_dtypes = tuple(np_out)
     return run

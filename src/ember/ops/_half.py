@@ -134,8 +134,9 @@ def elementwise_fast(name: str, float_when=None):
                 big = True
         if not half and not big:  # (operands that broadcast to a large result)
             big = _broadcast_size(arrays) >= _MEASURED_FROM
-        # float32 / float64: NumPy's kernel, unless a loop with its bits is measured faster
-        if not half and not (big and c_gives_numpy_bits(name) and _large(arrays)):
+        # float32 / float64: NumPy's kernel, unless the loop is measured faster (a loop with
+        # NumPy's bits per process, one calling the vector math library once per machine)
+        if not half and not (big and _large(arrays)):
             return None
         if not half and float_when is not None and not float_when(arrays):
             return None
@@ -156,9 +157,13 @@ def elementwise_fast(name: str, float_when=None):
             def flat():  # (a strided operand copied: measured with the loop it feeds)
                 return [a if not a.ndim else np.ascontiguousarray(a).reshape(n) for a in arrays]
 
-            if not half and not _loop_wins(run, name, attrs, arrays, lambda: run(*flat())):
+            if not half and not _float_loop_runs(run, name, attrs, arrays, lambda: run(*flat())):
                 return None
-            into = None if out is None or not out.flags.c_contiguous else (out.reshape(n),)
+            if out is None:
+                # (the result made in its own shape: a reshaped flat array would be a view,
+                # which a gradient accumulated into a leaf's .grad must copy)
+                out = np.empty(shape, run.out_dtypes[0])
+            into = (out.reshape(n),) if out.flags.c_contiguous else None
             (result,) = run(*flat(), out=into)
             return _written(result.reshape(shape), out)
         try:
@@ -172,7 +177,7 @@ def elementwise_fast(name: str, float_when=None):
             return None
         size = math.prod(shape)
         call = lambda: run(*arrays)  # noqa: E731
-        if not half and not _loop_wins(run, name, attrs, arrays, call, size=size):
+        if not half and not _float_loop_runs(run, name, attrs, arrays, call, size=size):
             return None
         (result,) = run(*arrays, out=None if out is None else (out,))
         return _written(result, out)
@@ -281,19 +286,39 @@ def c_gives_numpy_bits(name: str) -> bool:
     return isinstance(c, str) and set(re.findall(r"(\w+)\{f\}\(", c)) <= _EXACT_FUNCTIONS
 
 
+def _float_loop_runs(run, name, attrs, arrays, call, size=None) -> bool:
+    """Whether the compiled loop ``run`` replaces the op ``name``'s NumPy kernel on these
+    float32/float64 operands: `_loop_wins` (per process) where the loop gives NumPy's bits,
+    else ops/_vector_loops.py's choice, kept per machine (its results differ from NumPy's by
+    the vector math library's ulps, so the choice may not change between processes)."""
+    if c_gives_numpy_bits(name):
+        return _loop_wins(run, name, attrs, arrays, call, size=size)
+    from ._registry import REGISTRY
+    from ._vector_loops import loop_chosen
+
+    numpy = REGISTRY[name].kernel
+    dtypes = ",".join(str(a.dtype) for a in arrays)
+    return loop_chosen(name, dtypes, call, lambda: numpy(*arrays, **attrs))
+
+
 def _timed(call) -> float:
     start = time.perf_counter()
     call()
     return time.perf_counter() - start
 
 
-def reduction_fast(name: str, otherwise=None):
+def reduction_fast(name: str, otherwise=None, float32_bits: bool = False):
     """The fast rule of the reduction ``name`` (an op with a `ReductionRule`, attributes
     ``axes`` and ``keepdims``) for one half-precision operand: `reduction_loop`'s loop, else
-    ``otherwise(x, axes=, keepdims=)`` (None: the NumPy kernel); None for other dtypes."""
+    ``otherwise(x, axes=, keepdims=)`` (None: the NumPy kernel); None for other dtypes.
+    ``float32_bits``: the loop gives the kernel's bits on C-contiguous float32 operands too
+    (the sum's: rows pairwise in float32, NumPy's order, the rest accumulated in double), so
+    it runs on large ones where measured faster (`_loop_wins`)."""
 
     def fast(x, *, axes, keepdims):
         if x.dtype not in _BY_NP:
+            if float32_bits and x.dtype == _FLOAT32 and x.size >= _MEASURED_FROM:
+                return _float32_reduction(x, axes, keepdims)
             return None
         run = reduction_loop(name, x, axes, keepdims)
         if run is None:
@@ -301,10 +326,24 @@ def reduction_fast(name: str, otherwise=None):
         (result,) = run(x)
         return result
 
+    def _float32_reduction(x, axes, keepdims):
+        if not x.flags.c_contiguous:  # (the kernel accumulates a strided operand in double)
+            return None
+        run = reduction_loop(name, x, axes, keepdims)
+        if run is None:
+            return None
+        attrs = {"axes": axes, "keepdims": keepdims}
+        if not _loop_wins(run, name, attrs, [x], lambda: run(x)):
+            return None
+        return run(x)[0]
+
     # (OpDef.run skips the call for other dtypes, complex ones among them: ops/_registry.py)
-    fast.declines_unless = (_BY_NP, math.inf)
+    fast.declines_unless = (_BY_NP, _MEASURED_FROM if float32_bits else math.inf)
     fast.declines_complex = True
     return fast
+
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 def reduction_loop(name: str, x: np.ndarray, axes, keepdims):

@@ -49,13 +49,59 @@ def _pad_infer(x, *, pads, mode, value):
 def _pad_kernel(x, *, pads, mode, value):
     if mode == "constant":
         return _constant_pad(x, pads, np.asarray(value, x.dtype))
-    # axis by axis, the positions each output position copies (np.pad's result, without its
-    # generality's cost: ten times a small padding's copy)
-    out = x
-    for axis, ((lo, hi), n) in enumerate(zip(pads, x.shape)):
-        if lo or hi:
-            out = np.take(out, _copied_positions(n, lo, hi, mode), axis=axis)
-    return x.copy() if out is x else out
+    if mode == "circular" and any(lo > n or hi > n for (lo, hi), n in zip(pads, x.shape)):
+        # (wrapping around more than once: the positions each output position copies, axis
+        # by axis)
+        out = x
+        for axis, ((lo, hi), n) in enumerate(zip(pads, x.shape)):
+            if lo or hi:
+                out = np.take(out, _copied_positions(n, lo, hi, mode), axis=axis)
+        return x.copy() if out is x else out
+    return _copied_pad(x, pads, mode)
+
+
+def _copied_pad(x, pads, mode):
+    """A reflect, replicate or circular padding as block copies (np.pad's result): the input
+    into the middle, then axis by axis from the last each border, the last axis's from the
+    input itself, each earlier one's from the part of the output already written (whole rows,
+    later axes' borders included, as np.pad's corners). (A position-by-position ``take``
+    along the last axis ran at a fifth of a copy's speed; a border of the last axis read from
+    the output would be copied twice, NumPy buffering a source that may overlap its target.)"""
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pads))
+    out = np.empty(shape, x.dtype)
+    middle = tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, pads))
+    out[middle] = x
+    first = True
+    for axis in reversed(range(x.ndim)):
+        (lo, hi), n = pads[axis], x.shape[axis]
+        if not (lo or hi):
+            continue
+        # positions read: the input's own, or the output's (shifted by lo)
+        at = 0 if first else lo
+        for side, width in (("lo", lo), ("hi", hi)):
+            if not width:
+                continue
+            target = slice(0, lo) if side == "lo" else slice(lo + n, lo + n + hi)
+            if mode == "reflect":  # mirrored about the first (last) position, itself excluded
+                stop = at + n - 2 - hi  # (-1: down to the axis's start, which slice() says None)
+                taken = (
+                    slice(at + lo, at, -1)
+                    if side == "lo"
+                    else slice(at + n - 2, stop if stop >= 0 else None, -1)
+                )
+            elif mode == "replicate":
+                taken = slice(at, at + 1) if side == "lo" else slice(at + n - 1, at + n)
+            else:  # circular: the far end's positions
+                taken = slice(at + n - lo, at + n) if side == "lo" else slice(at, at + hi)
+            # earlier axes: their middle (their borders come later); later axes: the whole
+            # padded extent, or from the input, unpadded ones
+            lead = middle[:axis]
+            if first:
+                out[(*lead, target, *middle[axis + 1 :])] = x[(*(slice(None),) * axis, taken)]
+            else:
+                out[(*lead, target)] = out[(*lead, taken)]
+        first = False
+    return out
 
 
 @functools.lru_cache(maxsize=256)

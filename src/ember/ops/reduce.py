@@ -133,8 +133,9 @@ def _sum_kernel(x, *, axes, keepdims):
 
 # Half precision: a one-reduction C loop (16-bit terms accumulated as the kernel accumulates
 # float32, the kernel's bits), or, over axes no loop takes, the float32 kernel on a copy
-# widened in C (kernels/chalf.py), rounded once; None (the kernel) for other dtypes.
-_sum_fast = reduction_fast("sum", otherwise=via_float32(_sum_kernel))
+# widened in C (kernels/chalf.py), rounded once; large float32 operands: the same loop, the
+# kernel's bits, where measured faster; None (the kernel) for other dtypes.
+_sum_fast = reduction_fast("sum", otherwise=via_float32(_sum_kernel), float32_bits=True)
 
 
 @functools.lru_cache(maxsize=1024)  # (every eager float32 sum asks: shapes repeat)
