@@ -22,6 +22,7 @@ INTERNAL = {
         "gelu_tanh_backward",
         "glu_backward",
         "group_norm_backward",
+        "hardsigmoid_backward",
         "hardswish_backward",
         "hardtanh_backward",
         "layer_norm_backward",

@@ -1,11 +1,12 @@
-"""Conformance samples for leaky_relu_backward and hardswish_backward (ops/piecewise.py),
+"""Conformance samples for leaky_relu_backward, hardswish_backward and hardsigmoid_backward
+(ops/piecewise.py),
 called directly: their own VJPs (linear in the incoming gradient; hardswish's also through the
 middle piece's slope) by finite differences and against PyTorch's double backward. The inputs
 stay away from the kinks (F.leaky_relu's and F.hardswish's samples in
 samples_functional_act.py run the forward ops)."""
 
 from ember.ops._registry import apply
-from ember.ops.piecewise import HARDSWISH_BACKWARD, LEAKY_RELU_BACKWARD
+from ember.ops.piecewise import HARDSIGMOID_BACKWARD, HARDSWISH_BACKWARD, LEAKY_RELU_BACKWARD
 
 from .harness import Sample, away_from, rng
 
@@ -38,5 +39,11 @@ SAMPLES = [
         lambda g, x: apply(HARDSWISH_BACKWARD, g, x),
         (G, X),
         torch_fn=_torch_grad("hardswish"),
-    )
+    ),
+    Sample(
+        "hardsigmoid_backward",
+        lambda g, x: apply(HARDSIGMOID_BACKWARD, g, x),
+        (G, X),
+        # (finite differences only: PyTorch has no derivative of aten::hardsigmoid_backward)
+    ),
 ]

@@ -82,7 +82,13 @@ ATTRS = {
     "softshrink": {"lambd": 0.5},
     "shrink_backward": {"lambd": 0.5},
 }
-SAME_SHAPE = {"hardtanh_backward", "leaky_relu_backward", "hardswish_backward", "relu_backward"}
+SAME_SHAPE = {
+    "hardtanh_backward",
+    "leaky_relu_backward",
+    "hardswish_backward",
+    "hardsigmoid_backward",
+    "relu_backward",
+}
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
 TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)

@@ -31,7 +31,7 @@ from ..ops.elementwise import to_tensor
 from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
 from ..ops.norm_act import GELU, GELU_TANH
-from ..ops.piecewise import HARDSWISH, LEAKY_RELU
+from ..ops.piecewise import HARDSIGMOID, HARDSWISH, LEAKY_RELU
 from ..ops.prelu import PRELU
 from ..ops.shrink import HARDSHRINK, SOFTSHRINK, THRESHOLD
 from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
@@ -190,15 +190,11 @@ def relu6(input, inplace: bool = False):
 
 @export(functional=True, toplevel=False)
 def hardsigmoid(input, inplace: bool = False):
-    """``relu6(x + 3) / 6``, a piecewise-linear sigmoid. Its float64 gradient is 1/6 in
-    float64 (PyTorch's multiplies by float32's 1/6, 3e-8 relative off)."""
+    """``relu6(x + 3) / 6``, a piecewise-linear sigmoid (one op each way: ops/piecewise.py).
+    Its float64 gradient is 1/6 in float64 (PyTorch's multiplies by float32's 1/6, 3e-8
+    relative off)."""
     x = _activation("hardsigmoid", input)
-    return _maybe_inplace(
-        "hardsigmoid",
-        x,
-        inplace,
-        lambda t: _wide(lambda u: E.where(u <= -3, 0, E.where(u >= 3, 1, u / 6 + 0.5)), t),
-    )
+    return _maybe_inplace("hardsigmoid", x, inplace, lambda t: apply(HARDSIGMOID, t))
 
 
 @export(functional=True, toplevel=False)

@@ -1,9 +1,10 @@
-"""leaky_relu and hardswish (the GANs' and MobileNetV3's activations) as one op each way,
-eagerly and in graphs.
+"""leaky_relu, hardswish and hardsigmoid (the GANs' and MobileNetV3's activations) as one op
+each way, eagerly and in graphs.
 
 Built of ``where``, comparisons and arithmetic, eager ``F.leaky_relu`` ran three NumPy ops
 forward and more backward, ``F.hardswish`` about nine, each with its own dispatch and
-temporaries: 4x and 17x PyTorch's time on an activation-sized tensor. These run two to four
+temporaries: 4x and 17x PyTorch's time on an activation-sized tensor (``F.hardsigmoid``,
+seven ops, 14x). These run two to four
 vectorized passes (selections on the values' bits, ops/_select.py), and in a graph their C
 expressions (the slope an attribute, written into the loop as a constant) fuse with their
 neighbours as the composites' did.
@@ -11,7 +12,9 @@ neighbours as the composites' did.
 Gradients are PyTorch's: leaky_relu's is ``g`` where ``x > 0``, else ``g * slope`` (the slope at
 0 and for NaN); hardswish's is 0 where ``x <= -3``, ``g * (x / 3 + 0.5)`` where ``-3 < x < 3``,
 ``g`` elsewhere (at 3, +inf and NaN: a NaN input stays NaN), read off the input, which each op
-saves.
+saves; hardsigmoid's is ``g / 6`` (``g`` times the dtype's 1/6, PyTorch's float32 product)
+strictly between -3 and 3, else 0 (NaN inputs included), and its value PyTorch's
+``clamp(x + 3, 0, 6) / 6``, bit for bit.
 """
 
 from __future__ import annotations
@@ -228,5 +231,90 @@ HARDSWISH = register(
         cost=elementwise_cost(4),
         c="({0} <= -3 ? ({T})0 : ({0} < 3 ? {0} * ({0} + ({T})3) / ({T})6 : {0}))",
         doc="hardswish(x): 0 at and below -3, x (x + 3) / 6 below 3, x above",
+    )
+)
+
+
+# ------------------------------------------------------------------------------ hardsigmoid
+
+
+def _hardsigmoid_infer(x):
+    require_float("hardsigmoid", x)
+    return same_type(x)
+
+
+@_on_arrays
+def _hardsigmoid_kernel(x):
+    # PyTorch's clamp(x + 3, 0, 6) / 6 (a NaN stays NaN: np.clip propagates it), as the C
+    # expression computes it piece by piece
+    t = x.dtype.type
+    y = np.add(x, t(3))
+    np.clip(y, t(0), t(6), out=y)
+    np.divide(y, t(6), out=y)
+    return y
+
+
+def _hardsigmoid_vjp(c, g):
+    return (apply(HARDSIGMOID_BACKWARD, g, c.inputs[0]),)
+
+
+def _hardsigmoid_grad_infer(g, x):
+    return _same_types("hardsigmoid_backward", g, x)
+
+
+@_on_arrays
+def _hardsigmoid_grad_kernel(g, x):
+    t = x.dtype.type
+    inside = np.logical_and(np.greater(x, t(-3)), np.less(x, t(3)))
+    scaled = np.multiply(g, t(1) / t(6))  # (the dtype's 1/6: float32's in float32, as PyTorch)
+    return select_bits(inside, scaled, np.zeros((), g.dtype), overwrite=True)
+
+
+def _hardsigmoid_grad_vjp(c, a):
+    # linear in g; piecewise constant in x (its derivative 0 almost everywhere)
+    return apply(HARDSIGMOID_BACKWARD, a, c.inputs[1]), zero_input_grad(c, 1)
+
+
+def _onnx_hardsigmoid(e):
+    return e.node("HardSigmoid", e.inputs, alpha=1.0 / 6.0, beta=0.5)
+
+
+def _onnx_hardsigmoid_backward(e):
+    g, x = e.inputs
+    dtype = e.in_types[1].dtype
+    inside = e.node(
+        "And",
+        [e.node("Greater", [x, e.scalar(-3, dtype)]), e.node("Less", [x, e.scalar(3, dtype)])],
+    )
+    scaled = e.node("Mul", [g, e.scalar(float(np.dtype(dtype.np).type(1) / 6), dtype)])
+    return e.node("Where", [inside, scaled, e.scalar(0, dtype)])
+
+
+HARDSIGMOID_BACKWARD = register(
+    OpDef(
+        name="hardsigmoid_backward",
+        onnx=_onnx_hardsigmoid_backward,
+        kind="elementwise",
+        infer=_hardsigmoid_grad_infer,
+        kernel=_hardsigmoid_grad_kernel,
+        vjp=_hardsigmoid_grad_vjp,
+        cost=elementwise_cost(3),
+        c="(({1} > -3 && {1} < 3) ? {0} * (({T})1 / ({T})6) : ({T})0)",
+        doc="hardsigmoid_backward(g, x): g / 6 strictly between -3 and 3, else 0",
+    )
+)
+
+HARDSIGMOID = register(
+    OpDef(
+        name="hardsigmoid",
+        onnx=_onnx_hardsigmoid,
+        kind="elementwise",
+        infer=_hardsigmoid_infer,
+        kernel=_hardsigmoid_kernel,
+        vjp=_hardsigmoid_vjp,
+        save_inputs=(0,),
+        cost=elementwise_cost(3),
+        c="({0} <= -3 ? ({T})0 : ({0} >= 3 ? ({T})1 : ({0} + ({T})3) / ({T})6))",
+        doc="hardsigmoid(x): clamp(x + 3, 0, 6) / 6",
     )
 )
