@@ -103,6 +103,15 @@ def promote(*operands, floating: bool = False):
                 return x, constant(scalar_array(y, dtype))
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
             return constant(scalar_array(x, y.dtype)), y
+    elif operands and isinstance(operands[0], TensorBase):  # (torch.cat of many: one dtype)
+        dtype = operands[0].dtype
+        same = not floating or dtype.is_floating_point or dtype.is_complex
+        for x in operands:
+            if not same:
+                break
+            same = isinstance(x, TensorBase) and x.dtype is dtype
+        if same:
+            return list(operands)
     operands = [
         x
         if _is_tensor(x)

@@ -117,7 +117,9 @@ def view_shape(x, *shape):
     ``_base`` is x)."""
     x = to_tensor(x)
     shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
-    if not _viewable(tuple(x.shape), x.stride(), shape):
+    data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
+    contiguous = type(data) is np.ndarray and data.flags.c_contiguous
+    if not contiguous and not _viewable(tuple(x.shape), x.stride(), shape):
         raise ShapeError(
             f"view size {fmt_shape(shape)} is not compatible with the input's size "
             f"{fmt_shape(x.shape)} and strides {x.stride()} (at least one dimension spans "
@@ -552,16 +554,19 @@ def concat(tensors, dim=0, *, axis=None):
     if not len(tensors):  # (before promotion, which needs an operand)
         raise ArgumentError("expected a non-empty list of tensors", op="concat")
     tensors = promote(*tensors)
-    for i, t in enumerate(tensors):
-        if t.ndim == 0:
-            raise ShapeError(
-                f"zero-dimensional tensor (at position {i}) cannot be concatenated", op="concat"
-            )
+    ndims = [t.ndim for t in tensors]
+    if 0 in ndims:
+        raise ShapeError(
+            f"zero-dimensional tensor (at position {ndims.index(0)}) cannot be concatenated",
+            op="concat",
+        )
     # PyTorch's legacy rule: a 1-D empty tensor joins tensors of any rank (it takes part in
     # the dtype promotion above and adds nothing; reshaped to an empty slice of the others,
-    # it stays in the result's history, which then requires grad when it does)
-    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors]
-    model = next((t for t, skip in zip(tensors, legacy) if not skip), None) if any(legacy) else None
+    # it stays in the result's history, which then requires grad when it does). Only ranks
+    # that differ can call for it (every torch.cat passes here: the common case costs a list)
+    mixed = ndims.count(ndims[0]) != len(ndims)
+    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors] if mixed else None
+    model = next((t for t, skip in zip(tensors, legacy) if not skip), None) if mixed else None
     if model is not None and model.ndim != 1:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
@@ -583,12 +588,17 @@ def stack(tensors, dim=0, *, axis=None):
     tensors = [to_tensor(t) for t in tensors]
     if not tensors:
         raise ShapeError("needs at least one tensor", op="stack")
+    shape = tuple(tensors[0].shape)
     for t in tensors:
-        if tuple(t.shape) != tuple(tensors[0].shape):
+        if t.shape != shape:
             listed = ", ".join(fmt_shape(x.shape) for x in tensors)
             raise ShapeError(f"all tensors must have one shape; got {listed}", op="stack")
-    d = normalize_axis("stack", pick_axis(dim, axis, 0), tensors[0].ndim + 1)
-    return rename_node(concat([unsqueeze(t, d) for t in tensors], d), "StackBackward0")
+    d = normalize_axis("stack", pick_axis(dim, axis, 0), len(shape) + 1)
+    # each operand with its new axis, straight to the reshape op (unsqueeze's checks and
+    # names are for its own callers: stacking a sequence's steps makes many of these)
+    grown = shape[:d] + (1,) + shape[d:]
+    parts = [apply(RESHAPE, t, shape=grown) for t in tensors]
+    return rename_node(concat(parts, d), "StackBackward0")
 
 
 @export(method=True)
