@@ -117,7 +117,8 @@ def embedding(
     if sparse and mode is not _reg._base_mode[0] and _is_leaf_needing_grad(weight):
         note_captured(weight, mode)  # (a graph's gradient: dense, noted)
     rows = E.index_select(weight, 0, flat)
-    if pad is not None:
+    if pad is not None and weight.requires_grad and is_grad_enabled():
+        # (the padding row's lookups pass no gradient; without one recorded, the rows as read)
         rows = E.where(E.reshape(flat == pad, (-1, 1)), rows.detach(), rows)
     if scale_grad_by_freq:
         ones = E.ones(tuple(flat.shape), dtype=weight.dtype)

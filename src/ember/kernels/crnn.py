@@ -186,13 +186,16 @@ class _Product:
     ``rec`` laid out by block (``ldr`` values a row); elsewhere ``b`` as a row-major matrix for
     ember's GEMM and ``rec`` as the plain (rows, G*H) product."""
 
-    def __init__(self, b: np.ndarray, rows: int, hidden: int, gates: int):
+    def __init__(self, b: np.ndarray, rows: int, hidden: int, gates: int, steps: int = 2):
         k, n = b.shape
         packed = _packed_functions(b.dtype)
-        self.packed = packed is not None
+        # one step (an LSTMCell's call, a GRUCell's): packing b, or copying it row-major,
+        # costs more than the one product that would read it (b is as large as its pack)
+        self.packed = packed is not None and steps > 1
         if not self.packed:
-            # (copied once for all steps: the GEMM reads a row-major operand with unit stride)
-            self.b = np.ascontiguousarray(b)
+            # (copied once for several steps: the GEMM reads a row-major operand with unit
+            # stride; one step reads b as it lies)
+            self.b = np.ascontiguousarray(b) if steps > 1 else b
             self.rec = np.empty((rows, n), b.dtype)
             return
         from . import cpool
@@ -276,6 +279,8 @@ def _weight_grad(dg, y, h0, reverse: bool):
 
     gates, hidden = dg.shape[2], y.shape[2]
     first, rest = (dg[-1], dg[:-1]) if reverse else (dg[0], dg[1:])
+    if not len(rest):  # (one step: dW itself, no transposed copy of the whole gradient)
+        return gemm(first.T, h0)
     before = y[1:] if reverse else y[:-1]
     # dW^T = h^T @ dg, transposed once at the end: the operand read transposed is then the
     # narrower one (H columns, not 4H or 3H)
@@ -295,7 +300,7 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     y = np.empty((steps, rows, hidden), xg.dtype)
     cs = np.empty_like(y)
     acts = np.empty((steps, rows, gates), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 4)
+    product = _Product(w_hh.T, rows, hidden, 4, steps)
     arrays = dict(xg=xg, h0=h0, c0=c0, y=y, cs=cs, acts=acts)
     _run(_LSTM, False, y.shape, reverse, product, arrays)
     last = 0 if reverse else steps - 1
@@ -311,7 +316,7 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     steps, rows, hidden = y.shape
     dg = np.empty_like(acts)
     dc = np.array(gcn, order="C", copy=True)
-    product = _Product(w_hh, rows, hidden, 1)
+    product = _Product(w_hh, rows, hidden, 1, steps)
     arrays = dict(gy=gy, ghn=ghn, gcs=gcs, gacts=gacts, y=y, acts=acts, cs=cs, h0=h0, c0=c0)
     arrays.update(state=dc, dx=dg, dprod=dg)
     dh0 = _run(_LSTM, True, y.shape, reverse, product, arrays).copy()
@@ -327,7 +332,7 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     xg, h0, b_hh = _contiguous(xg, h0, b_hh)
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 3)
+    product = _Product(w_hh.T, rows, hidden, 3, steps)
     _run(_GRU, False, y.shape, reverse, product, dict(xg=xg, h0=h0, bias=b_hh, y=y, acts=acts))
     return y, y[0 if reverse else steps - 1].copy(), acts
 
@@ -342,7 +347,7 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     dgx = np.empty((steps, rows, 3 * hidden), y.dtype)
     dgh = np.empty_like(dgx)
     carry = np.zeros_like(h0)
-    product = _Product(w_hh, rows, hidden, 1)
+    product = _Product(w_hh, rows, hidden, 1, steps)
     arrays = dict(gy=gy, ghn=ghn, gacts=gacts, y=y, acts=acts, h0=h0)
     arrays.update(state=carry, dx=dgx, dprod=dgh)
     dh0 = _run(_GRU, True, y.shape, reverse, product, arrays) + carry
@@ -356,7 +361,7 @@ def elman_forward(xg, h0, w_hh, relu: bool, reverse: bool):
     steps, rows, hidden = xg.shape
     xg, h0 = _contiguous(xg, h0)
     y = np.empty((steps, rows, hidden), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 1)
+    product = _Product(w_hh.T, rows, hidden, 1, steps)
     _run(_RELU if relu else _TANH, False, y.shape, reverse, product, dict(xg=xg, h0=h0, y=y))
     return y, y[0 if reverse else steps - 1].copy()
 
@@ -368,7 +373,7 @@ def elman_backward(gy, ghn, y, h0, w_hh, relu: bool, reverse: bool):
     gy, y, h0 = _contiguous(gy, y, h0)
     ghn = _gradient(ghn)
     dg = np.empty_like(y)
-    product = _Product(w_hh, y.shape[1], y.shape[2], 1)
+    product = _Product(w_hh, y.shape[1], y.shape[2], 1, y.shape[0])
     arrays = dict(gy=gy, ghn=ghn, y=y, h0=h0, dx=dg, dprod=dg)
     dh0 = _run(_RELU if relu else _TANH, True, y.shape, reverse, product, arrays).copy()
     return dg, dh0, _weight_grad(dg, y, h0, reverse)
