@@ -345,7 +345,9 @@ def _linear_vjp(c, g):
     gx = matmul(g, weight) if need[0] else None
     gw = None
     if need[1]:
-        g2, x2 = E.reshape(g, (-1, out_features)), E.reshape(x, (-1, in_features))
+        # (rows of a 2-D call as they are: a reshape is a recorded op even to its own shape)
+        g2 = g if g.ndim == 2 else E.reshape(g, (-1, out_features))
+        x2 = x if x.ndim == 2 else E.reshape(x, (-1, in_features))
         gw = matmul(E.transpose(g2, 0, 1), x2)
     grads = (gx, gw)
     if len(need) == 3:
