@@ -55,13 +55,17 @@ def split(request, monkeypatch, kernel):
 @pytest.mark.parametrize(
     "m,k,n",
     # edges of the own kernel's blocks: 8 rows, 48 (float32) or 24 columns, 192 deep
-    [(1, 1, 1), (3, 5, 7), (1, 64, 1), (130, 70, 33), (17, 300, 500), (500, 40, 9), (9, 193, 49)],
+    [(1, 1, 1), (3, 5, 7), (1, 64, 1), (130, 70, 33), (17, 300, 500), (500, 40, 9), (9, 193, 49)]
+    + [(200, 300, 1), (150, 1, 90)],
 )
 def test_two_dimensional_products_in_every_layout(m, k, n, dtype, split):
     rng = np.random.default_rng(m * k * n)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
     want = a @ b
+    if cgemm.vector_shaped(n, k):  # (a matrix by a vector, an outer product: NumPy's BLAS)
+        assert cgemm.matmul(a, b) is None and cgemm.matmul(_transposed(a), b) is None
+        return
     for x in (a, _transposed(a)):
         for y in (b, _transposed(b)):
             _close(cgemm.matmul(x, y), want)

@@ -571,3 +571,16 @@ def test_a_frozen_constants_product_runs_on_its_pack_with_the_same_bits(tmp_path
         own = kernel in (cgemm.gemm_tune.OWN, cgemm.PACKED) and m * 384 * 128 > 1 << 18
         assert bool(packed) == own, (m, kernel)
         _check(graph, [x])
+
+
+def test_vector_shaped_products_round_as_generated_code_rounds():
+    """A matrix by a vector (M @ v), an outer product (k = 1) and a linear layer of one output
+    are NumPy's BLAS calls eagerly and in generated code (kernels/cgemm.py `vector_shaped`):
+    the runner's steps make the same calls (kernels/cnumpy_product.py), bit for bit."""
+
+    def fn(m, v, u, x, w, b):
+        return m @ v, u @ v[None, :300], F.linear(x, w, b), F.linear(x, w)
+
+    # (each above BLAS_ONE_THREAD's multiply-adds: small products are NumPy's anyway)
+    args = _tensors([(1500, 400), (400,), (1200, 1), (800, 400), (1, 400), (1,)], seed=3)
+    _check(_graph(fn, args), args)

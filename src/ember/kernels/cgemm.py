@@ -283,6 +283,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     # (an empty product is NumPy's too: zeros or an empty array)
     if m * k * n * count <= BLAS_ONE_THREAD:
         return None
+    if vector_shaped(n, k):
+        return None
     functions = _functions(a.dtype)
     if functions is None:
         return None
@@ -517,6 +519,15 @@ def _skinny(functions, a, b, out, *, threaded: bool) -> np.ndarray | None:
         use_pool,
     )  # fmt: skip
     return out
+
+
+def vector_shaped(n: int, k: int) -> bool:
+    """Whether a product of ``n`` columns over ``k`` is left to NumPy's BLAS whatever its
+    size: a matrix by a vector (``M @ v``, n = 1: gemv reads M once, where a GEMM packs all of
+    M for one column, 40x gemv's time on a 4096x1024 float32 M) or an outer product (k = 1:
+    ``g @ v.T``, M @ v's gradient, a multiply per element). The graph runner's step of such a
+    product makes NumPy's call too (kernels/csteps.py `linear_step`), so both round alike."""
+    return n == 1 or k == 1
 
 
 def _b_transposed(b: np.ndarray) -> bool:

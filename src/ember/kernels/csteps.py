@@ -239,6 +239,12 @@ def linear_step(
     if functions is None:
         return None
     kernel = cgemm.product_kernel(m, n, k, dtype, transposed)
+    if cgemm.vector_shaped(n, k) and not (transposed and kernel == cgemm.PACKED):
+        # (NumPy's product, as `cgemm.matmul` leaves it: a linear layer whose weight's pack
+        # runs it takes the pack, eagerly and here)
+        return cnumpy_product.product_step(
+            x, w, bias, out, transposed=transposed, relu=relu, same_operand=same_operand
+        )
     if frozen is not None and kernel in (cgemm.gemm_tune.OWN, cgemm.PACKED):
         step = _packed_step(frozen.T if transposed else frozen, m, bias, relu)
         if step is not None:
