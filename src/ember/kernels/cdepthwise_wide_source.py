@@ -133,11 +133,16 @@ static void from_block(const vec *O, long count, int cv, T *dst, long plane) {
 
 /* the block's weights (channels c0..c0+cv of w, KK taps each) as KK vectors, taps reversed
    where `flip` (the input gradient's kernel), lanes past cv zero */
-static void weight_block(const T *w, long c0, int cv, int flip, vec *wk) {
+static int weight_block(const T *w, long c0, int cv, int flip, vec *wk) {
+  int finite = 1; /* (returned: whether every weight is finite) */
   for (int k = 0; k < KK; k++) {
     T *to = (T *)(wk + k);
-    for (int v = 0; v < V; v++) to[v] = v < cv ? w[(c0 + v) * KK + (flip ? KK - 1 - k : k)] : 0;
+    for (int v = 0; v < V; v++) {
+      to[v] = v < cv ? w[(c0 + v) * KK + (flip ? KK - 1 - k : k)] : 0;
+      finite &= to[v] - to[v] == 0;
+    }
   }
+  return finite;
 }
 
 /* the bias lanes: -0.0 (the identity of the sums' last addition) where there is none */
@@ -152,11 +157,11 @@ static vec bias_block(const T *bias, long c0, int cv) {
    O at its first output; each input vector loaded once for every (output, tap) reading it */
 static inline __attribute__((always_inline)) void fwd_block(const vec *F, long fw,
                                                             const vec *wk, vec *O, vec b,
-                                                            const int nr) {
+                                                            int kh0, int kh1, const int nr) {
   vec acc[16];
 #pragma GCC unroll 16
   for (int r = 0; r < nr; r++) acc[r] = (vec){0};
-  for (int kh = 0; kh < KH; kh++) {
+  for (int kh = kh0; kh < kh1; kh++) {
     const vec *row = F + kh * DH * fw;
     vec wr[KW];
 #pragma GCC unroll 16
@@ -177,12 +182,15 @@ static inline __attribute__((always_inline)) void fwd_block(const vec *F, long f
 
 #define FWD_CASE(k) \
   case k:           \
-    if (k < RB) fwd_block(F, fw, wk, O, b, k); \
+    if (k < RB) fwd_block(F, fw, wk, O, b, kh0, kh1, k); \
     break;
-/* a row of OW outputs: blocks of RB, then the remainder as one block of its own size */
-static void fwd_row(const vec *F, long fw, const vec *wk, vec *O, long OW, vec b) {
+/* a row of OW outputs (kernel rows kh0 to kh1 - 1): blocks of RB, then the remainder as one
+   block of its own size */
+static void fwd_row(const vec *F, long fw, const vec *wk, vec *O, long OW, vec b, int kh0,
+                    int kh1) {
   long ow0 = 0;
-  for (; ow0 + RB <= OW; ow0 += RB) fwd_block(F + ow0 * SW, fw, wk, O + ow0, b, RB);
+  for (; ow0 + RB <= OW; ow0 += RB)
+    fwd_block(F + ow0 * SW, fw, wk, O + ow0, b, kh0, kh1, RB);
   F += ow0 * SW;
   O += ow0;
   switch (OW - ow0) {
@@ -213,15 +221,26 @@ static void forward_blocks(void *job_, long lo, long hi) {
   }
   vec *O = F + j->fh * fw, *wk = O + OH * OW;
   long last = -1;
+  int finite = 0;
   for (long t = lo; t < hi; t++) { /* (block-major: a block's weights laid out once) */
     const long n = t % j->n, c0 = (t / j->n) * V;
     const int cv = j->c - c0 < V ? (int)(j->c - c0) : V;
-    if (c0 != last) weight_block(j->w, c0, cv, (int)j->flip, wk);
+    if (c0 != last) finite = weight_block(j->w, c0, cv, (int)j->flip, wk);
     last = c0;
     const vec b = bias_block(j->bias, c0, cv);
     to_block(j->a + (n * j->c + c0) * j->ih * j->iw, j->ih * j->iw, cv, j->ih, j->iw, F, j->fh,
              fw, j->r0, j->c0);
-    for (long oh = 0; oh < OH; oh++) fwd_row(F + oh * SH * fw, fw, wk, O + oh * OW, OW, b);
+    for (long oh = 0; oh < OH; oh++) {
+      /* kernel rows reading the frame's zero rows add finite products of zero: +-0 to sums
+         that started at +0 and so are never -0, which leaves them as they are; skipped (an
+         infinite weight times a padded zero is NaN: then every row runs) */
+      int kh0 = 0, kh1 = KH;
+      if (finite) {
+        while (kh0 < KH && oh * SH + kh0 * DH < j->r0) kh0++;
+        while (kh1 > kh0 && oh * SH + (kh1 - 1) * DH >= j->r0 + j->ih) kh1--;
+      }
+      fwd_row(F + oh * SH * fw, fw, wk, O + oh * OW, OW, b, kh0, kh1);
+    }
     from_block(O, OH * OW, cv, j->out + (n * j->c + c0) * OH * OW, OH * OW);
   }
   free(F);
@@ -266,10 +285,16 @@ static void scatter_blocks(void *job_, long lo, long hi) {
 }
 
 /* ---------------------------------------------------------------------- weight gradient */
+/* A tap's sum is one chain of multiply-adds, each waiting for the last: SETS sums a tap
+   (output r of a block adds into set r % SETS), so that at least 8 chains run side by side,
+   as many as two multiply-add units of four cycles' latency keep busy; KW sums alone (3 for
+   a 3x3 kernel) left the units mostly idle */
+#define SETS ((8 + KW - 1) / KW)
+
 /* nr gradient vectors of one output row (g) against the framed input row at its first
-   column (X): acc[kw] += X[t * SW + kw * DW] * g[t], each input loaded once */
+   column (X): acc[r % SETS][kw] += X[r * SW + kw * DW] * g[r], each input loaded once */
 static inline __attribute__((always_inline)) void wgrad_block(const vec *X, const vec *g,
-                                                              vec *acc, const int nr) {
+                                                              vec acc[SETS][KW], const int nr) {
   vec gv[16];
 #pragma GCC unroll 16
   for (int r = 0; r < nr; r++) gv[r] = g[r];
@@ -279,7 +304,7 @@ static inline __attribute__((always_inline)) void wgrad_block(const vec *X, cons
 #pragma GCC unroll 16
     for (int kw = 0; kw < KW; kw++) {
       const int t = i - kw * DW;
-      if (t >= 0 && t % SW == 0 && t / SW < nr) acc[kw] += x * gv[t / SW];
+      if (t >= 0 && t % SW == 0 && t / SW < nr) acc[(t / SW) % SETS][kw] += x * gv[t / SW];
     }
   }
 }
@@ -288,7 +313,8 @@ static inline __attribute__((always_inline)) void wgrad_block(const vec *X, cons
   case k:          \
     if (k < RB) wgrad_block(X, g, acc, k); \
     break;
-static inline void wgrad_row(const vec *X, const vec *g, long OW, vec *acc) {
+static inline __attribute__((always_inline)) void wgrad_row(const vec *X, const vec *g,
+                                                            long OW, vec acc[SETS][KW]) {
   long ow0 = 0;
   for (; ow0 + RB <= OW; ow0 += RB) wgrad_block(X + ow0 * SW, g + ow0, acc, RB);
   X += ow0 * SW;
@@ -323,12 +349,19 @@ static void weight_grad_blocks(void *job_, long lo, long hi) {
       to_block(j->a + (n * j->c + c0) * H * W, H * W, cv, H, W, F, fh, fw, j->r0, j->c0);
       to_block(j->w + (n * j->c + c0) * OH * OW, OH * OW, cv, OH, OW, GY, OH, OW, 0, 0);
       for (int kh = 0; kh < KH; kh++) {
-        vec acc[KW];
-        for (int kw = 0; kw < KW; kw++) acc[kw] = (vec){0};
+        vec acc[SETS][KW];
+#pragma GCC unroll 16
+        for (int q = 0; q < SETS; q++)
+#pragma GCC unroll 16
+          for (int kw = 0; kw < KW; kw++) acc[q][kw] = (vec){0};
         for (long oh = 0; oh < OH; oh++)
           wgrad_row(F + (oh * SH + kh * DH) * fw, GY + oh * OW, OW, acc);
+#pragma GCC unroll 16
+        for (int q = 1; q < SETS; q++)
+#pragma GCC unroll 16
+          for (int kw = 0; kw < KW; kw++) acc[0][kw] += acc[q][kw];
         for (int kw = 0; kw < KW; kw++)
-          for (int v = 0; v < V; v++) kept[(kh * KW + kw) * V + v] += acc[kw][v];
+          for (int v = 0; v < V; v++) kept[(kh * KW + kw) * V + v] += acc[0][kw][v];
       }
     }
     for (int v = 0; v < cv; v++)
