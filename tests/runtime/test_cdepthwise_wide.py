@@ -195,10 +195,10 @@ def test_few_channels_on_a_large_plane_stay_row_wide():
     """Three channels fill three of a vector's lanes: the count keeps the row-wide kernels on
     a plane whose rows fill whole vectors; many channels on a small plane go wide."""
     for dtype in (np.float32, np.float64):
-        big = ((112, 112), (112, 112), (3, 3), (1, 1), (1, 1), (114, 114))
+        big = ((112, 112), (112, 112), (3, 3), (1, 1), (1, 1), (114, 114), 1)
         assert not cdepthwise_wide.wins("forward", 8, 3, *big, dtype, 1)
         assert not cdepthwise_wide.wins("weight_grad", 8, 3, *big, dtype, 1)
-        small = ((7, 7), (7, 7), (7, 7), (1, 1), (1, 1), (13, 13))
+        small = ((7, 7), (7, 7), (7, 7), (1, 1), (1, 1), (13, 13), 3)
         for op in ("forward", "gather", "weight_grad"):
             assert cdepthwise_wide.wins(op, 8, 384, *small, dtype, 1), op
 
@@ -233,7 +233,7 @@ def test_the_graph_runner_step_has_the_eager_bits(dtype):
     rng = np.random.default_rng(3)
     shapes = [(2, 32, 7, 7), (32, 1, 7, 7), (32,), (32, 1, 3, 3)]
     args = [ember.tensor(rng.standard_normal(s).astype(dtype)) for s in shapes]
-    small = ((7, 7), (7, 7), (7, 7), (1, 1), (1, 1), (13, 13))
+    small = ((7, 7), (7, 7), (7, 7), (1, 1), (1, 1), (13, 13), 3)
     assert cdepthwise_wide.wins("forward", 2, 32, *small, dtype, 1)
 
     def net(x, w, b, w2):

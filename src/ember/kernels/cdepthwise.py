@@ -475,9 +475,10 @@ def _geometry(a: np.ndarray, b: np.ndarray, p, groups: int, x_channels: int, w_s
     return found, kernel, stride, dilation, two(p.in_size), two(p.out_size), lo
 
 
-def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, frame) -> bool:
+def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, frame, top):
     """Whether ``op`` runs kernels/cdepthwise_wide.py's channels-wide kernels (multiplier 1,
-    float32 and float64, where they count fewer vector instructions than these)."""
+    float32 and float64, where they count fewer vector instructions than these); ``top``:
+    the frame row of the source's first row."""
     from . import cpool
 
     if m != 1 or geometry[0] not in _C:
@@ -485,7 +486,7 @@ def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, f
     dtype, kernel, stride, dilation = geometry
     threads = cpool.get_num_threads()
     return cdepthwise_wide.wins(
-        op, n, c, in_size, out_size, kernel, stride, dilation, frame, dtype, threads
+        op, n, c, in_size, out_size, kernel, stride, dilation, frame, top, dtype, threads
     )
 
 
@@ -516,7 +517,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     fh, fw = _frame(out_size, kernel, stride, dilation)
     m = w.shape[0] // cin
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw)) and (
+    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]) and (
         cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
     ):
         return y
@@ -558,7 +559,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bo
     m = w_shape[0] // cin
     fh, fw = _frame(out_size, kernel, stride, dilation)
     geometry = (dtype, kernel, stride, dilation)
-    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw)):
+    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
         # (the channels-wide kernels: the same choice as `conv_forward`'s, the same bits)
         source = cdepthwise_wide.source(*geometry)
         sizes = [n, cin, *in_size, *out_size, *lo, fh, fw]
@@ -607,7 +608,8 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
         fn = fns["dw_input_grad_scatter"]
     geometry = (gy.dtype, kernel, stride, dilation)
     op = "gather" if gather else "scatter"
-    if _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw)) and (
+    top = shift[0] if gather else lo[0]
+    if _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top) and (
         cdepthwise_wide.input_grad(
             gy, w, gx, geometry, in_size, out_size, shift if gather else lo, (fh, fw), gather, bias
         )
@@ -643,7 +645,7 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     n, cin = x.shape[:2]
     fh, fw = _frame(out_size, kernel, stride, dilation)
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw)):
+    if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
         gw = np.empty(w_shape, x.dtype)
         if cdepthwise_wide.weight_grad(x, gy, gw, geometry, in_size, out_size, lo, (fh, fw)):
             return gw

@@ -79,10 +79,13 @@ def lanes(dtype, kernel: tuple, stride: tuple, dilation: tuple) -> int | None:
 # as their loops run them: the row-wide kernels run an output row as its whole vectors plus
 # one scalar iteration per output left over (or, at stride 1, a flat loop over the framed rows
 # where that runs fewer), each iteration a load and a multiply-add per tap; the channels-wide
-# ones a multiply-add per tap and output over V channels, an input vector loaded once per
-# block of RB outputs that read it, and each element transposed in and out through VxV tiles
-# (V loads and V stores a tile; the tile's shuffles issue on other ports than loads, stores
-# and multiply-adds, beside them, and are not counted).
+# ones a multiply-add per tap and output over V channels (the kernel rows that read only the
+# frame's zero rows skipped), an input vector loaded once per block of RB outputs that read
+# it, and each element transposed in and out through VxV tiles (V loads and V stores a tile;
+# the tile's shuffles issue on other ports than loads, stores and multiply-adds, beside them,
+# and are not counted). Counting a load beside the multiply-add it feeds as one instruction
+# (two ports) instead was wrong more often, and by more (a 32x32 plane at stride 2 with 96
+# channels: the row-wide kernels counted faster, measured twice as slow).
 
 
 def _row_iterations(cols: int, fw: int, lanes: int, stride_one: bool) -> float:
@@ -99,12 +102,12 @@ def _transposed(elements: int, lanes: int) -> float:
     return 2 * elements / lanes
 
 
-def _taps(outputs: int, kernel: tuple, stride: int, dilation: int, rb: int, lanes: int) -> float:
-    """The channels-wide taps' instructions per channel plane: a kernel row's multiply-adds
-    and its inputs loaded once per block of ``rb`` outputs."""
-    kh, kw = kernel
+def _taps(row_outputs: int, kw: int, stride: int, dilation: int, rb: int, lanes: int) -> float:
+    """The channels-wide taps' instructions per channel plane over ``row_outputs`` (output,
+    kernel row) pairs: a kernel row's multiply-adds, its inputs loaded once per block of
+    ``rb`` outputs."""
     span = (rb - 1) * stride + (kw - 1) * dilation + 1
-    return outputs * kh * (kw + span / rb) / lanes
+    return row_outputs * (kw + span / rb) / lanes
 
 
 def _block_outputs(lanes: int, itemsize: int, kw: int) -> int:
@@ -114,40 +117,61 @@ def _block_outputs(lanes: int, itemsize: int, kw: int) -> int:
     return max(1, min(16, registers - kw - 3))
 
 
+def _kernel_rows(rows: int, kh: int, stride: int, dilation: int, top: int, height: int) -> int:
+    """The kernel rows the channels-wide forward runs over ``rows`` output rows: those that
+    read a frame row of the source (``height`` rows from frame row ``top``)."""
+    return sum(
+        sum(top <= r * stride + k * dilation < top + height for k in range(kh)) for r in range(rows)
+    )
+
+
 @functools.lru_cache(maxsize=1024)
 def wins(
-    op: str, n: int, c: int, in_size, out_size, kernel, stride, dilation, frame, dtype, threads: int
+    op: str,
+    n: int,
+    c: int,
+    in_size,
+    out_size,
+    kernel,
+    stride,
+    dilation,
+    frame,
+    top: int,
+    dtype,
+    threads: int,
 ) -> bool:
     """Whether the channels-wide kernels count fewer vector instructions than the row-wide
     ones for ``op`` ("forward", "gather" (the stride-1 input gradient), "scatter",
-    "weight_grad") of this 2-d geometry; ``frame``: the row-wide kernel's frame (fh, fw)."""
+    "weight_grad") of this 2-d geometry; ``frame``: the row-wide kernel's frame (fh, fw),
+    ``top``: the frame row of the source's first (the forward's, the gather's)."""
     dtype = np.dtype(dtype)
     v = lanes(dtype, tuple(kernel), tuple(stride), tuple(dilation))
     if v is None or v < 2:
         return False
     (h, w), (oh, ow), (fh, fw) = in_size, out_size, frame
     kk = kernel[0] * kernel[1]
-    rb = _block_outputs(v, dtype.itemsize, kernel[1])
     stride_one = tuple(stride) == (1, 1)
+    rb = _block_outputs(v, dtype.itemsize, kernel[1])
     blocks = -(-c // v)  # (a last block of fewer channels runs whole vectors)
     moved = _transposed(h * w + oh * ow, v)
     if op in ("forward", "gather"):
         # the gather is the forward of the framed gradient (oh x ow) into the input's plane
         src, dst = ((h, w), (oh, ow)) if op == "forward" else ((oh, ow), (h, w))
         rows = dst[0] * _row_iterations(dst[1], fw, v, stride_one) * 2 * kk + 2 * fh * fw / v
-        wide = _taps(dst[0] * dst[1], kernel, stride[1], dilation[1], rb, v) + moved
+        run = _kernel_rows(dst[0], kernel[0], stride[0], dilation[0], top, src[0])
+        wide = _taps(run * dst[1], kernel[1], stride[1], dilation[1], rb, v) + moved
         per_task_row, per_task_wide = rows, wide * v
         tasks_row, tasks_wide = n * c, n * blocks
-    elif op == "scatter":
+    elif op == "scatter":  # (a tap: a load, a multiply-add and a store)
         rows = oh * kk * _row_iterations(ow, 0, v, False) * 3 + 2 * fh * fw + 2 * h * w
         wide = (3 * oh * ow * kk + fh * fw + 2 * h * w) / v + moved
         per_task_row, per_task_wide = rows, wide * v
         tasks_row, tasks_wide = n * c, n * blocks
-    else:
+    else:  # (row-wide: a load, a multiply-add and a select per tap and lane block)
         padded = -(-ow // v) * v
         rows = oh * padded / v * kk * 3 + 2 * (fh * fw + oh * padded) / v
-        wide = _taps(oh * ow, kernel, stride[1], dilation[1], rb, v) + oh * ow * kernel[0] / v
-        wide += moved
+        wide = _taps(oh * kernel[0] * ow, kernel[1], stride[1], dilation[1], rb, v) + moved
+        wide += oh * ow * kernel[0] / v  # (the gradient's vectors, loaded per kernel row)
         sample_blocks = max(1, min(n, 4 * threads))
         per_task_row, tasks_row = rows * c * n / sample_blocks, sample_blocks
         per_task_wide, tasks_wide = wide * v * n, blocks
