@@ -7,9 +7,12 @@ Each case times ember's three ops (``CONV``, ``CONV_INPUT_GRAD``, ``CONV_WEIGHT_
 ops' ``run``, C where it applies) and PyTorch's (``F.conv2d``, ``torch.nn.grad.conv2d_input``
 / ``conv2d_weight``), alternating ember and torch in every round, in process CPU time
 (``time.process_time``: other processes' load on a shared machine does not count), and prints
-each side's best of the rounds in microseconds and the ratio ember / torch.
+each side's best of the rounds in microseconds and the ratio ember / torch. ``--row-wide``
+keeps ember on kernels/cdepthwise.py's row-wide kernels (the channels-wide ones of
+kernels/cdepthwise_wide.py never chosen), for a before and after.
 
     python benchmarks/depthwise_small.py [--rounds 5] [--cases c384,c960] [--dtype float32]
+                                         [--row-wide]
 """
 
 from __future__ import annotations
@@ -79,7 +82,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     parser.add_argument("--cases", default="", help="comma-separated substrings of case names")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--row-wide", action="store_true", help="ember's row-wide kernels only")
     args = parser.parse_args()
+    if args.row_wide:
+        from ember.kernels import cdepthwise_wide
+
+        cdepthwise_wide.wins = lambda *a: False
     ember.set_num_threads(1)
     if torch is not None:
         torch.set_num_threads(1)

@@ -481,9 +481,12 @@ def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, f
     the frame row of the source's first row."""
     from . import cpool
 
-    if m != 1 or geometry[0] not in _C:
-        return False
     dtype, kernel, stride, dilation = geometry
+    if dtype in _HALF and op == "weight_grad":
+        # (16-bit operands' weight gradient: the float32 one's choice, so the same sums)
+        dtype = np.dtype(np.float32)
+    if m != 1 or dtype not in _C:
+        return False
     threads = cpool.get_num_threads()
     return cdepthwise_wide.wins(
         op, n, c, in_size, out_size, kernel, stride, dilation, frame, top, dtype, threads
@@ -646,9 +649,9 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     fh, fw = _frame(out_size, kernel, stride, dilation)
     geometry = (x.dtype, kernel, stride, dilation)
     if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
-        gw = np.empty(w_shape, x.dtype)
+        gw = np.empty(w_shape, np.float32 if x.dtype in _HALF else x.dtype)
         if cdepthwise_wide.weight_grad(x, gy, gw, geometry, in_size, out_size, lo, (fh, fw)):
-            return gw
+            return gw.astype(x.dtype, copy=False)  # (16 bits: rounded once from float32's)
     # blocks of samples summed in parallel (a few per thread, so a thread whose core is busy
     # delays the call by one block), then their double partial sums added here
     from . import cpool

@@ -21,6 +21,7 @@ import functools
 
 import numpy as np
 
+from . import chalf
 from .cdepthwise_wide_source import SOURCE
 
 __all__ = ["forward", "input_grad", "lanes", "weight_grad", "wins"]
@@ -36,10 +37,13 @@ _SERIAL_WORK = 1 << 15
 
 def _head(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple) -> str:
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    if dtype in chalf.NAMES:  # (16 bits stored, float computed: the weight gradient only)
+        types = chalf.storage_defines(dtype) + "#define T float\n#define TBYTES 4\n"
+    else:
+        types = f"#define T {_C[dtype]}\n#define TBYTES {dtype.itemsize}\n"
     return (
         f"#define KH {kh}\n#define KW {kw}\n#define SH {sh}\n#define SW {sw}\n"
-        f"#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n"
-        f"#define T {_C[dtype]}\n#define TBYTES {dtype.itemsize}\n"
+        f"#define DH {dh}\n#define DW {dw}\n#define SERIAL_WORK {_SERIAL_WORK}L\n" + types
     )
 
 
@@ -51,14 +55,18 @@ def source(dtype, kernel: tuple, stride: tuple, dilation: tuple) -> str:
 @functools.cache
 def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
     """({entry: function}, vector bytes), or None (no compiler, a dtype these do not take, a
-    failed build)."""
+    failed build). Half precision (bfloat16, float16) has the weight gradient only: its
+    forward and input gradient in kernels/cdepthwise.py have the float32 kernels' bits
+    already, and its weight gradient must too, so it sums as the float32 one does here."""
     from . import ccompile
 
-    if dtype not in _C or not ccompile.compiler_available():
+    half = dtype in chalf.NAMES
+    if (dtype not in _C and not half) or not ccompile.compiler_available():
         return None
     text = source(dtype, kernel, stride, dilation)
+    names = ("dw_wide_weight_grad",) if half else _ENTRIES
     try:
-        found = {name: ccompile.load(text, name, _ARGS) for name in _ENTRIES}
+        found = {name: ccompile.load(text, name, _ARGS) for name in names}
         vector = ccompile.load(text, "dw_wide_vector_bytes", [])
     except ccompile.CompileError:
         return None
@@ -68,9 +76,11 @@ def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
 
 
 def lanes(dtype, kernel: tuple, stride: tuple, dilation: tuple) -> int | None:
-    """The channels of one block (one vector register of ``dtype``, as compiled), or None."""
-    found = _functions(np.dtype(dtype), kernel, stride, dilation)
-    return None if found is None else found[1] // np.dtype(dtype).itemsize
+    """The channels of one block (one vector register of ``dtype``'s compute type, as
+    compiled), or None."""
+    dtype = np.dtype(dtype)
+    found = _functions(dtype, kernel, stride, dilation)
+    return None if found is None else found[1] // (4 if dtype in chalf.NAMES else dtype.itemsize)
 
 
 # ------------------------------------------------------------------------ the counted choice
@@ -226,7 +236,8 @@ def input_grad(gy, w, gx, geometry, in_size, out_size, lo, frame, gather: bool, 
 
 
 def weight_grad(x, gy, gw, geometry, in_size, out_size, lo, frame) -> bool:
-    """gw (c, 1, *kernel) = the weight gradient of x by gy; False where it did not run."""
+    """gw (c, 1, *kernel) = the weight gradient of x by gy (gw float32 for 16-bit operands,
+    which are widened as read); False where it did not run."""
     n, c = x.shape[:2]
     sizes = (n, c, *in_size, *out_size, *lo, *frame)
     return _call("dw_wide_weight_grad", x, gy, gw, geometry, sizes)

@@ -25,6 +25,11 @@ SOURCE = r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 #define KK (KH * KW)
+#ifndef S /* the operands' storage type: T, or 16 bits (the weight gradient only: LD widens) */
+#define HALF 0
+#define S T
+#define LD(v) (v)
+#endif
 
 #if defined(__AVX512F__)
 #define VBYTES 64
@@ -87,7 +92,7 @@ static inline void transpose(vec r[V]) {
 
 /* cv channel planes (src, `plane` apart, rows x cols each) into F at row r0, column c0 (F:
    fh rows of fw vectors), clipped to the frame; lanes past cv are left as they are */
-static void to_block(const T *src, long plane, int cv, long rows, long cols, vec *F, long fh,
+static void to_block(const S *src, long plane, int cv, long rows, long cols, vec *F, long fh,
                      long fw, long r0, long c0) {
   const long count = rows * cols;
   long p = 0;
@@ -96,8 +101,13 @@ static void to_block(const T *src, long plane, int cv, long rows, long cols, vec
   if (cv == V)
     for (; p + V <= count; p += V) {
       vec r[V];
+#if HALF /* (widened as read) */
+      for (int v = 0; v < V; v++)
+        for (int l = 0; l < V; l++) r[v][l] = LD(src[v * plane + p + l]);
+#else
 #pragma GCC unroll 16
       for (int v = 0; v < V; v++) r[v] = *(const uvec *)(src + v * plane + p);
+#endif
       transpose(r);
       for (int j = 0; j < V; j++) {
         if (row < fh && col < fw) F[row * fw + col] = r[j];
@@ -109,7 +119,7 @@ static void to_block(const T *src, long plane, int cv, long rows, long cols, vec
     const long row = p / cols + r0, col = p % cols + c0;
     if (row >= fh || col >= fw) continue;
     T *to = (T *)(F + row * fw + col);
-    for (int v = 0; v < cv; v++) to[v] = src[v * plane + p];
+    for (int v = 0; v < cv; v++) to[v] = LD(src[v * plane + p]);
   }
 }
 
@@ -131,6 +141,14 @@ static void from_block(const vec *O, long count, int cv, T *dst, long plane) {
     for (int v = 0; v < cv; v++) dst[v * plane + p] = ((const T *)(O + p))[v];
 }
 
+struct job {
+  const S *a, *w, *bias; /* (S: T, but for the weight gradient of 16-bit operands) */
+  T *out;
+  long n, c, ih, iw, oh, ow, r0, c0, fh, fw, flip;
+  int failed;
+};
+
+#if !HALF /* (16-bit operands: their forward and input gradient run the row-wide kernels)*/
 /* the block's weights (channels c0..c0+cv of w, KK taps each) as KK vectors, taps reversed
    where `flip` (the input gradient's kernel), lanes past cv zero */
 static int weight_block(const T *w, long c0, int cv, int flip, vec *wk) {
@@ -201,12 +219,6 @@ static void fwd_row(const vec *F, long fw, const vec *wk, vec *O, long OW, vec b
   }
 }
 
-struct job {
-  const T *a, *w, *bias;
-  T *out;
-  long n, c, ih, iw, oh, ow, r0, c0, fh, fw, flip;
-  int failed;
-};
 
 /* forward (and the stride-1 input gradient, a forward of the framed gradient with the
    flipped kernel): tasks (sample, block of V channels); the source planes (ih x iw) framed at
@@ -283,6 +295,8 @@ static void scatter_blocks(void *job_, long lo, long hi) {
   }
   free(G);
 }
+
+#endif
 
 /* ---------------------------------------------------------------------- weight gradient */
 /* A tap's sum is one chain of multiply-adds, each waiting for the last: SETS sums a tap
@@ -377,6 +391,7 @@ static int run(ember_task task, struct job *j, long count, long work, ember_pool
   return j->failed;
 }
 
+#if !HALF
 /* x (n, c, ih, iw) framed at (r0, c0) in fh x fw; out (n, c, oh, ow); flip: the taps reversed
    (the stride-1 input gradient) */
 int dw_wide_forward(const T *x, const T *w, T *out, ember_pool pool, long n, long c, long ih,
@@ -398,10 +413,11 @@ int dw_wide_input_scatter(const T *gy, const T *w, T *gx, ember_pool pool, long 
   struct job j = {gy, w, bias, gx, n, c, ih, iw, oh, ow, ph, pw, fh, fw, unused, 0};
   return run(scatter_blocks, &j, n * ((c + V - 1) / V), n * c * oh * ow * KK, pool);
 }
-/* x (n, c, ih, iw) framed at (ph, pw) in fh x fw, gy (n, c, oh, ow); out (c, KK) */
-int dw_wide_weight_grad(const T *x, const T *gy, T *out, ember_pool pool, long n, long c,
+#endif
+/* x (n, c, ih, iw) framed at (ph, pw) in fh x fw, gy (n, c, oh, ow); out (c, KK), in T */
+int dw_wide_weight_grad(const S *x, const S *gy, T *out, ember_pool pool, long n, long c,
                         long ih, long iw, long oh, long ow, long ph, long pw, long fh, long fw,
-                        const T *unused_bias, long unused) {
+                        const S *unused_bias, long unused) {
   struct job j = {x, gy, 0, out, n, c, ih, iw, oh, ow, ph, pw, fh, fw, unused, 0};
   (void)unused_bias;
   return run(weight_grad_blocks, &j, (c + V - 1) / V, n * c * oh * ow * KK, pool);
