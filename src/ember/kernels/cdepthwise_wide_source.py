@@ -10,12 +10,17 @@ RB from the register count, so that RB sums, a kernel row's weights and an input
 
 Sums run in the row-wide kernels' order (kernels/cdepthwise.py: taps row by row from zero,
 each a fused multiply-add, then the bias; the scatter's contributions by output row, tap,
-output column), so the forward and the input gradient give those kernels' bits; the weight
-gradient sums a plane's products per tap in registers and the planes in double, as they do
-in another grouping. Transposes move VxV tiles through registers (GCC's vector shuffles,
-log2(V) rounds of interleaving); partial tiles (a plane's last positions, a last block of
-fewer than V channels) move element by element. Entries return 0, or 1 where a scratch
-could not be allocated (the caller then runs the row-wide kernels).
+output column), so the forward and the input gradient give those kernels' bits (kernel rows
+reading only the frame's zero rows are skipped where the weights are finite: they would add
++-0 to sums that are never -0); the weight gradient sums a plane's products per tap in
+registers (a few sums a tap, so that enough multiply-add chains run at once) and the planes
+in double, as they do in another grouping. Transposes move VxV tiles through registers
+(GCC's vector shuffles, log2(V) rounds of interleaving); partial tiles (a plane's last
+positions, a last block of fewer than V channels) move element by element. 16-bit operands
+(``S``, read with ``LD``) have the weight gradient only, widened as transposed, its result
+in float. Entries return 0, or 1 where a scratch could not be allocated (the caller then
+runs the row-wide kernels; the graph runner's step cannot, and leaves its result unwritten,
+as kernels/cdepthwise.py's steps do).
 """
 
 SOURCE = r"""
