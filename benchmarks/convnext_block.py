@@ -5,11 +5,12 @@ channels-last order, Linear to 4x the channels, GELU, Linear back, a layer scale
 residual) is built once from one source over ember and over torch, with the same weights.
 A step: forward, a mean-square loss, backward (the input's gradient too), SGD. Stages of
 ConvNeXt-T: 192 channels on 28x28, 384 on 14x14, 768 on 7x7. Times are process CPU time
-(``time.process_time``), best of ``--rounds`` interleaved rounds; ``--row-wide`` keeps
-ember's depthwise convolutions on kernels/cdepthwise.py's row-wide kernels (the
-channels-wide ones never chosen), for a before and after.
+(``time.process_time``), best of ``--rounds`` interleaved rounds. The column "rows" is
+ember with its depthwise convolutions kept on kernels/cdepthwise.py's row-wide kernels (the
+channels-wide ones of kernels/cdepthwise_wide.py never chosen), timed in the same rounds: a
+before and after.
 
-    python benchmarks/convnext_block.py [--rounds 5] [--row-wide]
+    python benchmarks/convnext_block.py [--rounds 5]
 """
 
 from __future__ import annotations
@@ -65,18 +66,20 @@ def _step(lib, forward, params, opt, x, target):
 
 
 def main() -> None:
+    from ember.kernels import cdepthwise_wide
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--row-wide", action="store_true", help="ember's row-wide kernels only")
     args = parser.parse_args()
     ember.set_num_threads(1)
     torch.set_num_threads(1)
-    if args.row_wide:
-        from ember.kernels import cdepthwise_wide
+    counted = cdepthwise_wide.wins
 
-        cdepthwise_wide.wins = lambda *a: False
+    def rows_only(*_):
+        return False
+
     rng = np.random.default_rng(0)
-    print(f"{'stage':16s} {'ember ms':>9s} {'torch ms':>9s}  e/t")
+    print(f"{'stage':16s} {'ember ms':>9s} {'rows ms':>9s} {'torch ms':>9s}  e/t  rows/t")
     for name, (n, c, size) in STAGES.items():
         (ef, ep), (tf, tp) = _twins(c)
         x = rng.standard_normal((n, c, size, size)).astype(np.float32)
@@ -89,18 +92,23 @@ def main() -> None:
         el = _step(ember, ef, ep, eopt, ex, et).item()
         tl = _step(torch, tf, tp, topt, tx, tt).item()
         assert abs(el - tl) <= 1e-3 * abs(tl), (el, tl)
-        times = {"ember": [], "torch": []}
+        variants = {
+            "ember": (counted, lambda: _step(ember, ef, ep, eopt, ex, et)),
+            "rows": (rows_only, lambda: _step(ember, ef, ep, eopt, ex, et)),
+            "torch": (counted, lambda: _step(torch, tf, tp, topt, tx, tt)),
+        }
+        times = {side: [] for side in variants}
         for _ in range(args.rounds):
-            for side, call in (
-                ("ember", lambda: _step(ember, ef, ep, eopt, ex, et)),
-                ("torch", lambda: _step(torch, tf, tp, topt, tx, tt)),
-            ):
+            for side, (choice, call) in variants.items():
+                cdepthwise_wide.wins = choice
+                call()  # (a warm-up call: this choice's kernels loaded)
                 start = time.process_time()
                 for _ in range(3):
                     call()
                 times[side].append((time.process_time() - start) / 3 * 1e3)
-        e, t = min(times["ember"]), min(times["torch"])
-        print(f"{name:16s} {e:9.2f} {t:9.2f}  {e / t:4.2f}", flush=True)
+        cdepthwise_wide.wins = counted
+        e, r, t = (min(times[side]) for side in variants)
+        print(f"{name:16s} {e:9.2f} {r:9.2f} {t:9.2f}  {e / t:4.2f} {r / t:6.2f}", flush=True)
 
 
 if __name__ == "__main__":
