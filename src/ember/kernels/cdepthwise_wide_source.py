@@ -180,7 +180,8 @@ static vec bias_block(const T *bias, long c0, int cv) {
    O at its first output; each input vector loaded once for every (output, tap) reading it */
 static inline __attribute__((always_inline)) void fwd_block(const vec *F, long fw,
                                                             const vec *wk, vec *O, vec b,
-                                                            int kh0, int kh1, const int nr) {
+                                                            int kh0, int kh1, long i0, long i1,
+                                                            const int nr) {
   vec acc[16];
 #pragma GCC unroll 16
   for (int r = 0; r < nr; r++) acc[r] = (vec){0};
@@ -191,6 +192,7 @@ static inline __attribute__((always_inline)) void fwd_block(const vec *F, long f
     for (int kw = 0; kw < KW; kw++) wr[kw] = wk[kh * KW + kw];
 #pragma GCC unroll 128
     for (int i = 0; i < SPAN(nr); i++) {
+      if (i < i0 || i >= i1) continue; /* (a zero column, skipped as zero rows are) */
       const vec x = row[i];
 #pragma GCC unroll 16
       for (int kw = 0; kw < KW; kw++) {
@@ -205,15 +207,15 @@ static inline __attribute__((always_inline)) void fwd_block(const vec *F, long f
 
 #define FWD_CASE(k) \
   case k:           \
-    if (k < RB) fwd_block(F, fw, wk, O, b, kh0, kh1, k); \
+    if (k < RB) fwd_block(F, fw, wk, O, b, kh0, kh1, c0 - ow0 * SW, c1 - ow0 * SW, k); \
     break;
-/* a row of OW outputs (kernel rows kh0 to kh1 - 1): blocks of RB, then the remainder as one
-   block of its own size */
+/* a row of OW outputs (kernel rows kh0 to kh1 - 1, frame columns c0 to c1 - 1): blocks of
+   RB, then the remainder as one block of its own size */
 static void fwd_row(const vec *F, long fw, const vec *wk, vec *O, long OW, vec b, int kh0,
-                    int kh1) {
+                    int kh1, long c0, long c1) {
   long ow0 = 0;
   for (; ow0 + RB <= OW; ow0 += RB)
-    fwd_block(F + ow0 * SW, fw, wk, O + ow0, b, kh0, kh1, RB);
+    fwd_block(F + ow0 * SW, fw, wk, O + ow0, b, kh0, kh1, c0 - ow0 * SW, c1 - ow0 * SW, RB);
   F += ow0 * SW;
   O += ow0;
   switch (OW - ow0) {
@@ -248,15 +250,18 @@ static void forward_blocks(void *job_, long lo, long hi) {
     to_block(j->a + (n * j->c + c0) * j->ih * j->iw, j->ih * j->iw, cv, j->ih, j->iw, F, j->fh,
              fw, j->r0, j->c0);
     for (long oh = 0; oh < OH; oh++) {
-      /* kernel rows reading the frame's zero rows add finite products of zero: +-0 to sums
-         that started at +0 and so are never -0, which leaves them as they are; skipped (an
-         infinite weight times a padded zero is NaN: then every row runs) */
+      /* kernel rows (and frame columns) reading the frame's zero rows (columns) add finite
+         products of zero: +-0 to sums that started at +0 and so are never -0, which leaves
+         them as they are; skipped (an infinite weight times a padded zero is NaN: then every
+         row and column runs) */
       int kh0 = 0, kh1 = KH;
+      long col0 = 0, col1 = fw; /* (the columns read: all, or the source's only) */
       if (finite) {
+        col0 = j->c0, col1 = j->c0 + j->iw;
         while (kh0 < KH && oh * SH + kh0 * DH < j->r0) kh0++;
         while (kh1 > kh0 && oh * SH + (kh1 - 1) * DH >= j->r0 + j->ih) kh1--;
       }
-      fwd_row(F + oh * SH * fw, fw, wk, O + oh * OW, OW, b, kh0, kh1);
+      fwd_row(F + oh * SH * fw, fw, wk, O + oh * OW, OW, b, kh0, kh1, col0, col1);
     }
     from_block(O, OH * OW, cv, j->out + (n * j->c + c0) * OH * OW, OH * OW);
   }
