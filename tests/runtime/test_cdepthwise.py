@@ -16,7 +16,7 @@ import pytest
 
 import ember
 import ember.nn.functional as F
-from ember.kernels import ccompile, cdepthwise
+from ember.kernels import ccompile, cdepthwise, cdepthwise_wide
 from ember.kernels.conv_plan import conv_geometry
 from ember.ops import _conv_kernels as reference
 
@@ -244,7 +244,8 @@ def test_without_a_compiler_numpy_runs(tmp_path):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
 def test_every_geometry_builds(dtype):
     """A library that fails to build falls back to the grouped path silently (right values,
-    many times slower): each specialisation must compile, strided and flat loops included."""
+    many times slower): each specialisation must compile, strided and flat loops included,
+    and kernels/cdepthwise_wide.py's channels-wide ones (which fall back to the row-wide)."""
     import ml_dtypes
 
     np_dtype = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
@@ -253,3 +254,6 @@ def test_every_geometry_builds(dtype):
             for dilation in [(1, 1), (2, 1)]:
                 found = cdepthwise._functions(np_dtype, kernel, stride, dilation)
                 assert found is not None, (kernel, stride, dilation)
+                # the channels-wide kernels (half precision: the weight gradient's)
+                wide = cdepthwise_wide._functions(np_dtype, kernel, stride, dilation)
+                assert wide is not None, ("channels wide", kernel, stride, dilation)

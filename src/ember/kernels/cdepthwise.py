@@ -33,6 +33,11 @@ result: in 16 bits it would round each sum, so that one declines). The forward a
 gradient take an optional bias per channel, added to the float sums before the store (in half
 precision before its one rounding, as PyTorch's convolutions round).
 
+Planes too narrow for these row-wide loops (mostly remainder lanes: 7 or 14 wide) go to
+kernels/cdepthwise_wide.py's channels-wide kernels (multiplier 1, float32 and float64), which
+put a block of channels along the vectors; `_wide` asks its counted choice per geometry, the
+same for the eager kernels and the graph runner's step, and these run where it declines.
+
 Every entry returns None where it does not apply (not depthwise, 3-d, not a float dtype above,
 no compiler, a negative low padding, an empty tensor) and the caller runs the grouped path.
 """
@@ -44,7 +49,7 @@ import functools
 
 import numpy as np
 
-from . import chalf
+from . import cdepthwise_wide, chalf
 from .cstep import data_address
 
 __all__ = ["conv_forward", "conv_input_grad", "conv_weight_grad", "multiplier"]
@@ -470,6 +475,24 @@ def _geometry(a: np.ndarray, b: np.ndarray, p, groups: int, x_channels: int, w_s
     return found, kernel, stride, dilation, two(p.in_size), two(p.out_size), lo
 
 
+def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, frame, top):
+    """Whether ``op`` runs kernels/cdepthwise_wide.py's channels-wide kernels (multiplier 1,
+    float32 and float64, where they count fewer vector instructions than these); ``top``:
+    the frame row of the source's first row."""
+    from . import cpool
+
+    dtype, kernel, stride, dilation = geometry
+    if dtype in _HALF and op == "weight_grad":
+        # (16-bit operands' weight gradient: the float32 one's choice, so the same sums)
+        dtype = np.dtype(np.float32)
+    if m != 1 or dtype not in _C:
+        return False
+    threads = cpool.get_num_threads()
+    return cdepthwise_wide.wins(
+        op, n, c, in_size, out_size, kernel, stride, dilation, frame, top, dtype, threads
+    )
+
+
 def _frame(out_size, kernel, stride, dilation) -> tuple:
     """The extent of the framed input that the output reads."""
     return tuple(
@@ -496,6 +519,11 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     y = np.empty((n, w.shape[0]) + tuple(p.out_size), x.dtype)
     fh, fw = _frame(out_size, kernel, stride, dilation)
     m = w.shape[0] // cin
+    geometry = (x.dtype, kernel, stride, dilation)
+    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]) and (
+        cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
+    ):
+        return y
     fns["dw_forward"](
         data_address(x),
         data_address(w),
@@ -530,15 +558,25 @@ def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bo
     if g is None:
         return None
     (_, pool), kernel, stride, dilation, in_size, out_size, lo = g
-    source = _head(dtype, kernel, stride, dilation) + _SOURCE
+    n, cin = x_shape[:2]
+    m = w_shape[0] // cin
+    fh, fw = _frame(out_size, kernel, stride, dilation)
+    geometry = (dtype, kernel, stride, dilation)
+    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
+        # (the channels-wide kernels: the same choice as `conv_forward`'s, the same bits)
+        source = cdepthwise_wide.source(*geometry)
+        sizes = [n, cin, *in_size, *out_size, *lo, fh, fw]
+        args, bias_slot = [0, 0, 0, pool or 0, *sizes, 0, 0], 14
+        name = "dw_wide_forward_step"
+    else:
+        source = _head(dtype, kernel, stride, dilation) + _SOURCE
+        args = [0, 0, 0, pool or 0, n, cin, m, *in_size, *out_size, *lo, fh, fw, 0]
+        bias_slot, name = 15, "dw_forward_step"
     try:
-        step = ccompile.load(source, "dw_forward_step", [_P])
+        step = ccompile.load(source, name, [_P])
     except ccompile.CompileError:
         return None
-    n, cin = x_shape[:2]
-    fh, fw = _frame(out_size, kernel, stride, dilation)
-    args = [0, 0, 0, pool or 0, n, cin, w_shape[0] // cin, *in_size, *out_size, *lo, fh, fw, 0]
-    slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)] + [(15, "in", 2)] * bias
+    slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)] + [(bias_slot, "in", 2)] * bias
     return CStep(function_address(step), np.array(args, np.int64), slots, (step,))
 
 
@@ -560,7 +598,8 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     shift = tuple(r - low for r, low in zip(reach, lo))
     # (the gather multiplies the frame's zeros by the weights: a non-finite weight would make
     # NaN where the adjoint adds nothing)
-    if stride == (1, 1) and all(s >= 0 for s in shift) and np.isfinite(w).all():
+    gather = stride == (1, 1) and all(s >= 0 for s in shift) and np.isfinite(w).all()
+    if gather:
         # the framed gradient: offset ``shift``, extent the input plus the kernel's reach
         fh, fw = (i + r for i, r in zip(in_size, reach))
         fn = fns["dw_input_grad_gather"]
@@ -570,6 +609,15 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
             for f, low, i in zip(_frame(out_size, kernel, stride, dilation), lo, in_size)
         )
         fn = fns["dw_input_grad_scatter"]
+    geometry = (gy.dtype, kernel, stride, dilation)
+    op = "gather" if gather else "scatter"
+    top = shift[0] if gather else lo[0]
+    if _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top) and (
+        cdepthwise_wide.input_grad(
+            gy, w, gx, geometry, in_size, out_size, shift if gather else lo, (fh, fw), gather, bias
+        )
+    ):
+        return gx
     fn(
         data_address(gy),
         data_address(w),
@@ -599,6 +647,11 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
     n, cin = x.shape[:2]
     fh, fw = _frame(out_size, kernel, stride, dilation)
+    geometry = (x.dtype, kernel, stride, dilation)
+    if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
+        gw = np.empty(w_shape, np.float32 if x.dtype in _HALF else x.dtype)
+        if cdepthwise_wide.weight_grad(x, gy, gw, geometry, in_size, out_size, lo, (fh, fw)):
+            return gw.astype(x.dtype, copy=False)  # (16 bits: rounded once from float32's)
     # blocks of samples summed in parallel (a few per thread, so a thread whose core is busy
     # delays the call by one block), then their double partial sums added here
     from . import cpool

@@ -366,7 +366,8 @@ def _half_workspace(node, layouts) -> int:
     )
     if compiled is not None and weight_grad and _depthwise_weight(a_shape, b_shape[1], attrs):
         # kernels/cdepthwise.py: its blocks' double partial sums (one block a sample, at most
-        # four a thread), then their double total (the 16-bit gradient is the result)
+        # four a thread), then their double total (the 16-bit gradient is the result); where
+        # it runs kernels/cdepthwise_wide.py's instead, their float32 gradient, less
         from ..kernels import cpool
 
         blocks = max(1, min(a_shape[0], 4 * cpool.get_num_threads()))
