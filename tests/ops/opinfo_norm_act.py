@@ -29,8 +29,10 @@ INTERNAL = {
         "leaky_relu_backward",
         "log_softmax_backward",
         "softmax_backward",
+        "sigmoid_backward",
         "silu_backward",
         "softplus_backward",
+        "tanh_backward",
         "elu_backward",
     )
 }

@@ -5,7 +5,10 @@ middle piece's slope) by finite differences and against PyTorch's double backwar
 stay away from the kinks (F.leaky_relu's and F.hardswish's samples in
 samples_functional_act.py run the forward ops)."""
 
+import numpy as np
+
 from ember.ops._registry import apply
+from ember.ops.output_grads import SIGMOID_BACKWARD, TANH_BACKWARD
 from ember.ops.piecewise import HARDSIGMOID_BACKWARD, HARDSWISH_BACKWARD, LEAKY_RELU_BACKWARD
 
 from .harness import Sample, away_from, rng
@@ -45,5 +48,19 @@ SAMPLES = [
         lambda g, x: apply(HARDSIGMOID_BACKWARD, g, x),
         (G, X),
         # (finite differences only: PyTorch has no derivative of aten::hardsigmoid_backward)
+    ),
+    # sigmoid's and tanh's gradients from their results (ops/output_grads.py), against
+    # PyTorch's own aten::sigmoid_backward and aten::tanh_backward and their double backward
+    Sample(
+        "sigmoid_backward",
+        lambda g, y: apply(SIGMOID_BACKWARD, g, y),
+        (G, 1 / (1 + np.exp(-X))),
+        torch_fn=lambda g, y: __import__("torch").ops.aten.sigmoid_backward(g, y),
+    ),
+    Sample(
+        "tanh_backward",
+        lambda g, y: apply(TANH_BACKWARD, g, y),
+        (G, np.tanh(X / 4)),
+        torch_fn=lambda g, y: __import__("torch").ops.aten.tanh_backward(g, y),
     ),
 ]

@@ -88,6 +88,8 @@ SAME_SHAPE = {
     "hardswish_backward",
     "hardsigmoid_backward",
     "relu_backward",
+    "sigmoid_backward",
+    "tanh_backward",
 }
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}

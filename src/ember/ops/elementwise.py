@@ -425,10 +425,23 @@ _unary(
     onnx=_onnx.node("Cos"),
     complex=Complex.GRADIENT,
 )
+
+
+def _result_grad(name: str, c, g, slope):
+    """The gradient of sigmoid or tanh from its result: one op (ops/output_grads.py) for real
+    floating dtypes, the composite ``g * conj(slope(y))`` for complex ones."""
+    y = c.outputs[0]
+    if y.dtype.is_complex or g.dtype != y.dtype:
+        return g * E.conj(slope(y))
+    from ._registry import REGISTRY
+
+    return apply(REGISTRY[name], g, y)
+
+
 _unary(
     "tanh",
     np.tanh,
-    lambda c, g: (g * E.conj(1 - c.outputs[0] * c.outputs[0]),),
+    lambda c, g: (_result_grad("tanh_backward", c, g, lambda y: 1 - y * y),),
     save="output",
     functional=True,
     c="tanh{f}({0})",
@@ -438,7 +451,7 @@ _unary(
 _unary(
     "sigmoid",
     _sigmoid_kernel,
-    lambda c, g: (g * E.conj(c.outputs[0] * (1 - c.outputs[0])),),
+    lambda c, g: (_result_grad("sigmoid_backward", c, g, lambda y: y * (1 - y)),),
     save="output",
     functional=True,
     flops=4,
