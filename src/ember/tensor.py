@@ -24,7 +24,7 @@ from . import printing as _printing
 from . import random as _random
 from .devices import CPU
 from .devices import device as _device
-from .errors import AutogradError, DTypeError, ShapeError
+from .errors import ArgumentTypeError, AutogradError, DTypeError, ShapeError
 from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
@@ -81,7 +81,7 @@ class Tensor(_reg.TensorBase):
     __slots__ = (
         "_data",
         "_requires_grad",
-        "grad",
+        "_grad",  # behind the `grad` property, which checks what is assigned
         "grad_fn",
         "_output_nr",
         "_vc",
@@ -104,7 +104,7 @@ class Tensor(_reg.TensorBase):
         arr = _construct(data, dtype, device)
         self._data = arr
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self.grad_fn = None
         self._output_nr = 0
         self._vc = [0] if not _inference[0] else InferenceVersion([0])
@@ -124,7 +124,7 @@ class Tensor(_reg.TensorBase):
         t = object.__new__(cls)
         t._data = arr
         t._requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._output_nr = 0
         t._vc = [0] if not _inference[0] else InferenceVersion([0])
@@ -587,7 +587,48 @@ def _fits(shape: tuple, target: tuple) -> bool:
 
 # The ``grad`` slot itself: code that must read a gradient without being seen by
 # ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.
-GRAD_SLOT = Tensor.__dict__["grad"]
+GRAD_SLOT = Tensor.__dict__["_grad"]
+
+
+def _check_assigned_grad(t: Tensor, grad) -> None:
+    """PyTorch's checks of ``t.grad = grad``: a tensor (dense or sparse) of t's dtype and
+    size, never t itself, so a wrong gradient fails where it is assigned rather than in the
+    optimizer's step."""
+    if grad is t:
+        raise AutogradError("can't assign Variable as its own grad", op="grad")
+    if not isinstance(grad, _reg.TensorBase):
+        from .ops.sparse_tensor import SparseTensor
+
+        if not isinstance(grad, SparseTensor):
+            raise ArgumentTypeError(
+                "assigned grad expected to be a Tensor or None but got grad of type "
+                f"{type(grad).__name__}"
+            )
+    if grad.dtype is not t.dtype:
+        raise DTypeError(
+            f"attempting to assign a gradient with dtype {grad.dtype} to a tensor with "
+            f"dtype {t.dtype}; the gradient must have the tensor's dtype",
+            op="grad",
+        )
+    shape, target = tuple(grad.shape), tuple(t.shape)
+    concrete = all(isinstance(d, int) for d in shape + target)  # (captured sizes may be symbols)
+    if concrete and shape != target:
+        raise ShapeError(
+            f"attempting to assign a gradient of size {list(shape)} to a tensor of size "
+            f"{list(target)}; the gradient must have the tensor's size",
+            op="grad",
+        )
+
+
+def _set_grad(t: Tensor, grad) -> None:
+    if grad is not None:
+        _check_assigned_grad(t, grad)
+    GRAD_SLOT.__set__(t, grad)
+
+
+# ``t.grad``: read as the slot, assigned through the checks
+GRAD_PROPERTY = property(GRAD_SLOT.__get__, _set_grad, doc="The gradient accumulated into t.")
+Tensor.grad = GRAD_PROPERTY
 
 # A generator's `get_state` returns PyTorch's state bytes as a tensor (random.py, below this
 # layer, holds the hook).
