@@ -16,6 +16,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import PUBLIC, export
 from ._rules import Complex
 from ._util import normalize_axis, refuse_complex, size_from_values
@@ -160,7 +161,7 @@ def isneginf(input):
 @export
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input``."""
-    return E.sub(other, input, alpha=alpha)
+    return rename_node(E.sub(other, input, alpha=alpha), "RsubBackward0", input, other)
 
 
 @export(method=True, inplace=True)

@@ -608,4 +608,5 @@ def logsumexp(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
     shift = E.where(E.isfinite(shift), shift, 0)
     total = sum(E.exp(x - shift), axes, keepdim=True)
     out = E.log(total) + shift
-    return out if keep else E.reshape(out, reduced_shape(x.shape, axes, False))
+    out = out if keep else E.reshape(out, reduced_shape(x.shape, axes, False))
+    return rename_node(out, "LogsumexpBackward0")
