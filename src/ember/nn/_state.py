@@ -10,6 +10,7 @@ nothing is wrong does it copy, so a failed load never leaves a module half-updat
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -217,6 +218,15 @@ def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign:
             owner._parameters[name] = Parameter(value, requires_grad=current.requires_grad)
         else:
             owner._buffers[name] = value
+        return
+    if current.is_meta:  # (nothing to copy into: PyTorch warns and leaves it meta)
+        warnings.warn(
+            f"for {name}: copying from a non-meta parameter in the checkpoint to a meta "
+            "parameter in the current model, which is a no-op. (Did you mean to pass "
+            "`assign=True` to assign items in the state dictionary to their corresponding key "
+            "in the module instead of copying them in place?)",
+            stacklevel=4,
+        )
         return
     # cast to the module's dtype, as torch's copy_ does; the module keeps its tensor objects
     np.copyto(current._data, arr.astype(current._data.dtype, copy=False), casting="unsafe")

@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
+from .. import _meta
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..devices import channels_last, channels_last_3d, check_device, check_memory_format
 from ..devices import device as device_type
 from ..errors import ArgumentError, ArgumentTypeError, DeviceError
 from ..ops._registry import TensorBase
+from ..ops.cast import moved
 from ..tensor import Tensor
 from . import _state
 from ._tables import Table
@@ -431,7 +435,7 @@ class Module(HooksMixin, StateDictHooksMixin):
             elif a is not None:
                 dtype = a
         if device is not None:
-            check_device(device, "Module.to(device)")
+            self._move(check_device(device, "Module.to(device)"))
         if dtype is None:
             return self
         dtype = dt.as_dtype(dtype)
@@ -466,6 +470,15 @@ class Module(HooksMixin, StateDictHooksMixin):
                     self._buffers[name] = fn(b)
         return self
 
+    def _move(self, target) -> None:
+        """Parameters and buffers onto the device ``target``: onto the meta device as meta
+        copies; from it to the CPU refused (a meta tensor has no data to copy)."""
+        tensors = (
+            t for m in self.modules() for t in (*m._parameters.values(), *m._buffers.values())
+        )
+        if target.type == "meta" or any(t is not None and t.is_meta for t in tensors):
+            self._apply(lambda t: moved(t, target, "Module.to"))
+
     def compile(self, **kwargs) -> None:
         """PyTorch's ``Module.compile``: this module's forward compiled in place by
         ``ember.compile`` with these keyword arguments (``fullgraph``, ``dynamic``, ``backend``,
@@ -476,11 +489,18 @@ class Module(HooksMixin, StateDictHooksMixin):
 
     def to_empty(self, *, device, recurse: bool = True) -> Module:
         """Parameters and buffers replaced by uninitialized ones of the same shapes and dtypes
-        on ``device`` (the CPU: ember has no other; `DeviceError` otherwise), as PyTorch's."""
-        check_device(device, "Module.to_empty(device)")
-        from ..ops.creation import zeros_like  # (ember.empty_like: zeros, see ops/creation.py)
+        on ``device`` (the CPU, or the meta device; `DeviceError` otherwise), as PyTorch's: how
+        a model built on the meta device gets memory (zeros here: ember never hands out
+        uninitialized memory), for its ``reset_parameters`` or a checkpoint to fill."""
+        target = check_device(device, "Module.to_empty(device)")
 
-        return self._apply(zeros_like, recurse=recurse)
+        def empty(t: Tensor) -> Tensor:
+            shape, np_dtype = tuple(t.shape), t._data.dtype
+            if target.type == "meta":
+                return Tensor._wrap(_meta.stand_in(shape, np_dtype))
+            return Tensor._wrap(np.zeros(shape, np_dtype))
+
+        return self._apply(empty, recurse=recurse)
 
     def type(self, dst_type) -> Module:
         """Every parameter and buffer cast to ``dst_type`` (a dtype or a tensor type name,
@@ -508,7 +528,7 @@ class Module(HooksMixin, StateDictHooksMixin):
         return self._apply_floating(dt.bfloat16)
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None) -> Module:
         """Refused with `DeviceError`: ember runs on the CPU only."""
