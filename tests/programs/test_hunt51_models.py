@@ -50,7 +50,9 @@ def tiny_llama(torch, ctx):
 
         def forward(self, x):
             x32 = x.float()
-            return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+            return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(
+                x
+            ) * self.weight
 
     class Attention(nn.Module):
         def __init__(self):
@@ -178,14 +180,20 @@ def hf_gpt2(torch, ctx):
             return x.view(size_out)
 
     def gelu_new(x):
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        return (
+            0.5
+            * x
+            * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        )
 
     class Attention(nn.Module):
         def __init__(self, config):
             super().__init__()
             n = config.n_positions
             self.register_buffer(
-                "bias", torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n), persistent=False
+                "bias",
+                torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n),
+                persistent=False,
             )
             self.n_head, self.split = config.n_head, config.n_embd
             self.c_attn = Conv1D(3 * config.n_embd, config.n_embd)
@@ -201,7 +209,9 @@ def hf_gpt2(torch, ctx):
                 k = torch.cat((layer_past[0], k), dim=-2)
                 v = torch.cat((layer_past[1], v), dim=-2)
             present = (k, v)
-            w = torch.matmul(q, k.transpose(-1, -2)) / torch.full([], v.size(-1) ** 0.5, dtype=q.dtype)
+            w = torch.matmul(q, k.transpose(-1, -2)) / torch.full(
+                [], v.size(-1) ** 0.5, dtype=q.dtype
+            )
             ql, kl = q.size(-2), k.size(-2)
             causal = self.bias[:, :, kl - ql : kl, :kl]
             mask_value = torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype)
@@ -240,7 +250,9 @@ def hf_gpt2(torch, ctx):
 
         def forward(self, input_ids, past_key_values=None, attention_mask=None, labels=None):
             past_length = 0 if past_key_values is None else past_key_values[0][0].size(-2)
-            position_ids = torch.arange(past_length, input_ids.size(-1) + past_length, dtype=torch.long)
+            position_ids = torch.arange(
+                past_length, input_ids.size(-1) + past_length, dtype=torch.long
+            )
             position_ids = position_ids.unsqueeze(0)
             if attention_mask is not None:
                 attention_mask = attention_mask[:, None, None, :].to(dtype=torch.float32)
@@ -248,14 +260,18 @@ def hf_gpt2(torch, ctx):
             x = self.wte(input_ids) + self.wpe(position_ids)
             presents = ()
             for i, block in enumerate(self.h):
-                x, p = block(x, None if past_key_values is None else past_key_values[i], attention_mask)
+                x, p = block(
+                    x, None if past_key_values is None else past_key_values[i], attention_mask
+                )
                 presents = presents + (p,)
             logits = self.lm_head(self.ln_f(x))
             loss = None
             if labels is not None:
                 shift_logits = logits[..., :-1, :].contiguous()
                 shift_labels = labels[..., 1:].contiguous()
-                loss = F.cross_entropy(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+                loss = F.cross_entropy(
+                    shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1)
+                )
             return loss, logits, presents
 
     config = Config()
@@ -320,17 +336,23 @@ def hf_bert(torch, ctx):
             self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
             self.dropout = nn.Dropout(c.hidden_dropout_prob)
             self.register_buffer(
-                "position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)), persistent=False
+                "position_ids",
+                torch.arange(c.max_position_embeddings).expand((1, -1)),
+                persistent=False,
             )
             self.register_buffer(
-                "token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long), persistent=False
+                "token_type_ids",
+                torch.zeros(self.position_ids.size(), dtype=torch.long),
+                persistent=False,
             )
 
         def forward(self, input_ids, token_type_ids=None):
             seq_length = input_ids.size(1)
             position_ids = self.position_ids[:, :seq_length]
             if token_type_ids is None:
-                token_type_ids = self.token_type_ids[:, :seq_length].expand(input_ids.shape[0], seq_length)
+                token_type_ids = self.token_type_ids[:, :seq_length].expand(
+                    input_ids.shape[0], seq_length
+                )
             e = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
             e = e + self.position_embeddings(position_ids)
             return self.dropout(self.LayerNorm(e))
@@ -397,13 +419,24 @@ def hf_bert(torch, ctx):
     assert "embeddings.position_ids" not in model.state_dict()
     no_decay = ["bias", "LayerNorm.weight", "ln1.weight", "ln2.weight"]
     groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+        {
+            "params": [
+                p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)
+            ],
+            "weight_decay": 0.01,
+        },
+        {
+            "params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)],
+            "weight_decay": 0.0,
+        },
     ]
     opt = torch.optim.AdamW(groups, lr=5e-3)
     warmup, total = 2, 6
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: s / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+        opt,
+        lambda s: (
+            s / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+        ),
     )
     rng = np.random.default_rng(2)
     ids = rng.integers(1, c.vocab_size, size=(4, 7))
@@ -440,7 +473,9 @@ def hf_bert(torch, ctx):
     mlm_labels[~masked] = -100
     replaced = torch.bernoulli(torch.full(mlm_labels.shape, 0.8), generator=g).bool() & masked
     inputs[replaced] = 30
-    rand = torch.bernoulli(torch.full(mlm_labels.shape, 0.5), generator=g).bool() & masked & ~replaced
+    rand = (
+        torch.bernoulli(torch.full(mlm_labels.shape, 0.5), generator=g).bool() & masked & ~replaced
+    )
     words = torch.randint(c.vocab_size, mlm_labels.shape, dtype=torch.long, generator=g)
     inputs[rand] = words[rand]
     return [out, logits, inputs, mlm_labels]
@@ -506,7 +541,9 @@ def made_maf(torch, ctx):
     opt = torch.optim.Adam(flow.parameters(), lr=5e-3)
     rng = np.random.default_rng(3)
     a = rng.normal(size=(64, 1))
-    data = ctx.t(np.concatenate([a, a**2 + 0.1 * rng.normal(size=(64, 1)), np.sin(a)], 1).astype(np.float32))
+    data = ctx.t(
+        np.concatenate([a, a**2 + 0.1 * rng.normal(size=(64, 1)), np.sin(a)], 1).astype(np.float32)
+    )
 
     @ctx.fn
     def step(x):
@@ -543,8 +580,14 @@ def kan_splines(torch, ctx):
             x = x.unsqueeze(-1)
             bases = ((x >= grid[:, :-1]) & (x < grid[:, 1:])).to(x.dtype)
             for k in range(1, self.k + 1):
-                left = (x - grid[:, : -(k + 1)]) / (grid[:, k:-1] - grid[:, : -(k + 1)]) * bases[:, :, :-1]
-                right = (grid[:, k + 1 :] - x) / (grid[:, k + 1 :] - grid[:, 1:(-k)]) * bases[:, :, 1:]
+                left = (
+                    (x - grid[:, : -(k + 1)])
+                    / (grid[:, k:-1] - grid[:, : -(k + 1)])
+                    * bases[:, :, :-1]
+                )
+                right = (
+                    (grid[:, k + 1 :] - x) / (grid[:, k + 1 :] - grid[:, 1:(-k)]) * bases[:, :, 1:]
+                )
                 bases = left + right
             return bases
 
@@ -688,7 +731,9 @@ def egnn(torch, ctx):
     class EGCL(nn.Module):
         def __init__(self):
             super().__init__()
-            self.phi_e = nn.Sequential(nn.Linear(2 * Fd + 1, 16), nn.SiLU(), nn.Linear(16, 16), nn.SiLU())
+            self.phi_e = nn.Sequential(
+                nn.Linear(2 * Fd + 1, 16), nn.SiLU(), nn.Linear(16, 16), nn.SiLU()
+            )
             self.phi_x = nn.Sequential(nn.Linear(16, 16), nn.SiLU(), nn.Linear(16, 1, bias=False))
             self.phi_h = nn.Sequential(nn.Linear(Fd + 16, 16), nn.SiLU(), nn.Linear(16, Fd))
 
@@ -701,7 +746,9 @@ def egnn(torch, ctx):
             agg = torch.zeros_like(x).index_add_(0, row, trans)
             counts = torch.bincount(row, minlength=x.shape[0]).clamp(min=1).unsqueeze(-1)
             x = x + agg / counts
-            m_agg = torch.zeros(h.shape[0], m.shape[1]).scatter_add_(0, row.unsqueeze(-1).expand_as(m), m)
+            m_agg = torch.zeros(h.shape[0], m.shape[1]).scatter_add_(
+                0, row.unsqueeze(-1).expand_as(m), m
+            )
             return h + self.phi_h(torch.cat([h, m_agg], dim=-1)), x
 
     class Net(nn.Module):
@@ -722,7 +769,9 @@ def egnn(torch, ctx):
     h = ctx.t(rng.normal(size=(N, Fd)).astype(np.float32))
     x = ctx.t(rng.normal(size=(N, 3)).astype(np.float32))
     th = 0.7
-    R = ctx.t(np.array([[np.cos(th), -np.sin(th), 0], [np.sin(th), np.cos(th), 0], [0, 0, 1]], np.float32))
+    R = ctx.t(
+        np.array([[np.cos(th), -np.sin(th), 0], [np.sin(th), np.cos(th), 0], [0, 0, 1]], np.float32)
+    )
     e1, x1 = model(h, x, edges)
     e2, x2 = model(h, x @ R.t(), edges)
     target = ctx.t(np.array(1.5, np.float32))
@@ -840,7 +889,9 @@ def sparsemax_fn(torch, ctx):
             (out,) = ctx_.saved_tensors
             dim = ctx_.dim
             nonzero = out != 0
-            v = (grad_output * nonzero).sum(dim, keepdim=True) / nonzero.sum(dim, keepdim=True).to(out.dtype)
+            v = (grad_output * nonzero).sum(dim, keepdim=True) / nonzero.sum(dim, keepdim=True).to(
+                out.dtype
+            )
             return nonzero * (grad_output - v), None
 
     rng = np.random.default_rng(8)

@@ -69,6 +69,9 @@ class Module(HooksMixin, StateDictHooksMixin):
     # module bakes in: ember.function keys its cache on them, so a change retraces
     # (capture/state.py, capture/call_guard.py); DistributedDataParallel's no_sync flag
     _graph_flags: tuple = ()
+    # the layout version of this class's state_dict entries, saved in ``state_dict()._metadata``
+    # and given back to `_load_from_state_dict` to migrate older checkpoints (PyTorch's)
+    _version: int = 1
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
@@ -371,8 +374,12 @@ class Module(HooksMixin, StateDictHooksMixin):
 
     # ------------------------------------------------------------------------ state dict
     def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
-        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
-        out = OrderedDict() if destination is None else destination
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``);
+        its ``_metadata`` attribute holds each module's ``{"version": _version}`` by prefix."""
+        out = destination
+        if out is None:
+            out = OrderedDict()
+            out._metadata = OrderedDict()
         return _state.save(self, out, prefix, keep_vars)
 
     def get_extra_state(self):
