@@ -312,7 +312,7 @@ def new_style_functions(torch, ctx):
     """autograd Functions written the new way: forward without ctx plus setup_context, vmap
     through generate_vmap_rule, a jvp for forward mode, mark_non_differentiable on an index
     output, and once_differentiable."""
-    from torch.autograd.function import once_differentiable
+    once_differentiable = torch.autograd.function.once_differentiable
 
     class Cube(torch.autograd.Function):
         generate_vmap_rule = True
@@ -435,7 +435,10 @@ def checkpoint_sequential_dropout(torch, ctx):
     recomputation), non-reentrant checkpoint with keyword arguments, and gradients equal to the
     unchecked model's under the same seed."""
     nn, F = torch.nn, torch.nn.functional
-    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+    checkpoint, checkpoint_sequential = (
+        torch.utils.checkpoint.checkpoint,
+        torch.utils.checkpoint.checkpoint_sequential,
+    )
 
     def build():
         return nn.Sequential(
