@@ -201,3 +201,29 @@ def test_einsum_that_reorders_labels_is_a_view_as_pytorchs():
         np.testing.assert_array_equal(ex, tx)
     with pytest.raises(RuntimeError):
         ember.einsum("abc->cba", ember.ones(3, 2, 3)).view(-1, 2)
+
+
+@pytest.mark.parametrize(
+    "shape, df, batch",
+    [((), 4.0, ()), ((3,), 5.0, ()), ((2,), [3.0, 6.0], (2,)), ((), [3.5, 4.0], (2,))],
+)
+def test_wishart_draws_are_pytorchs(shape, df, batch):
+    """Wishart samples by PyTorch's Bartlett draw and its retries (PyTorch redraws every
+    sample its support check passes), so a seed gives PyTorch's matrices; rsample carries the
+    gradient to df."""
+    import warnings
+
+    out = []
+    for lib in (torch, ember):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lib.manual_seed(0)
+            cov = np.broadcast_to(np.array([[2.0, 0.5], [0.5, 1.0]], np.float32), batch + (2, 2))
+            d = lib.distributions.Wishart(lib.tensor(df), covariance_matrix=lib.tensor(cov.copy()))
+            s = d.sample(shape)
+            leaf = lib.tensor(df, requires_grad=True)
+            r = lib.distributions.Wishart(leaf, covariance_matrix=lib.tensor(cov.copy())).rsample()
+            r.sum().backward()
+            out.append((s.numpy(), r.detach().numpy(), leaf.grad.numpy(), lib.rand(2).numpy()))
+    for want, got in zip(*out):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
