@@ -358,7 +358,8 @@ def sorting(c: Ctx):
     # rounds differently in its last bit (group_norm's x * scale + shift) may tie in ember only
     if kind in ("sort", "topk", "kthvalue", "argsort"):
         flat = p[0].detach().reshape(-1)
-        if flat.unique().numel() != flat.numel():
+        # (NaNs are ties too: unique keeps each NaN apart)
+        if flat.unique().numel() != flat.numel() or int(flat.isnan().sum()) > 1:
             kind = "sort_stable"
     # values closer than the comparison's tolerance (PyTorch's group_norm leaves last-bit
     # differences where ember's values are equal): their order is rounding, only the sorted

@@ -227,3 +227,49 @@ def test_wishart_draws_are_pytorchs(shape, df, batch):
             out.append((s.numpy(), r.detach().numpy(), leaf.grad.numpy(), lib.rand(2).numpy()))
     for want, got in zip(*out):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda lib, x: lib.std(x),
+        lambda lib, x: x.std(0, correction=0).sum(),
+        lambda lib, x: lib.std_mean(lib.stack([x, 2 * x]), 0)[0].sum(),
+        lambda lib, x: x.half().std().float(),
+        lambda lib, x: ((x - x.mean()) / (x.std() + 1e-5)).pow(2).sum(),
+    ],
+)
+def test_std_of_a_constant_has_pytorchs_zero_gradient(loss):
+    """PyTorch's std_backward masks a zero standard deviation (a constant feature): the
+    gradient is 0 there, where sqrt's inf times var's 0 gave NaN (fuzz seed 6814)."""
+    grads = []
+    for lib in (torch, ember):
+        x = lib.tensor([0.5, 0.5, 0.5], requires_grad=True)
+        loss(lib, x).backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+
+
+def test_xlogy_where_x_is_zero_is_positive_zero():
+    """xlogy(0, y) is PyTorch's +0 (x * log(y) gave -0 for 0 < y < 1, whose sign a division
+    or copysign later shows: fuzz seed 7324), its gradient still log(y); x < 0 at y = 1 keeps
+    PyTorch's -0."""
+    out = []
+    for lib in (torch, ember):
+        x = lib.tensor([0.0, 0.0, -0.0, -2.0, 1.0], requires_grad=True)
+        y = lib.tensor([0.5, 2.0, 0.25, 1.0, 0.5])
+        r = lib.xlogy(x, y)
+        r.sum().backward()
+        s = lib.special.xlog1py(x.detach(), y - 1)
+        out.append((np.signbit(r.detach().numpy()), np.signbit(s.numpy()), x.grad.numpy()))
+    for want, got in zip(*out):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["median", "nanmedian", "mode"])
+def test_reducing_an_empty_bool_dimension_raises_pytorchs_index_error(kind):
+    """The empty dimension is checked before the dtype, as PyTorch's order (fuzz 6781)."""
+    with pytest.raises(IndexError):
+        getattr(torch, kind)(torch.zeros(0, dtype=torch.bool), 0)
+    with pytest.raises(IndexError):
+        getattr(ember, kind)(ember.zeros(0, dtype=ember.bool), 0)
