@@ -273,3 +273,14 @@ def test_reducing_an_empty_bool_dimension_raises_pytorchs_index_error(kind):
         getattr(torch, kind)(torch.zeros(0, dtype=torch.bool), 0)
     with pytest.raises(IndexError):
         getattr(ember, kind)(ember.zeros(0, dtype=ember.bool), 0)
+
+
+@pytest.mark.parametrize("dim", [0, -1, -2, 1, 3])
+def test_cat_of_only_legacy_empty_tensors_ignores_the_dim(dim):
+    """PyTorch skips 1-D empty tensors in cat; when every operand is one, any dim gives an
+    empty result (fuzz seed 8309), while a real operand's rank still bounds the dim."""
+    for lib in (torch, ember):
+        assert tuple(lib.cat([lib.zeros(0), lib.zeros(0)], dim).shape) == (0,)
+    for lib in (torch, ember):
+        with pytest.raises(IndexError):
+            lib.cat([lib.zeros(0), lib.zeros(2)], -2)
