@@ -284,3 +284,40 @@ def test_cat_of_only_legacy_empty_tensors_ignores_the_dim(dim):
     for lib in (torch, ember):
         with pytest.raises(IndexError):
             lib.cat([lib.zeros(0), lib.zeros(2)], -2)
+
+
+class _WorkerDraws:
+    """Each sample: what its worker draws from NumPy, Python and the library's generator, and
+    the worker's seed (a module-level class: workers may be spawned)."""
+
+    def __init__(self, lib):
+        self.lib = lib
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        import random
+
+        info = self.lib.utils.data.get_worker_info()
+        return (
+            float(np.random.rand()),
+            random.random(),
+            float(self.lib.rand(1)),
+            self.lib.initial_seed(),
+            info.seed,
+        )
+
+
+def test_worker_seeds_and_draws_are_pytorchs():
+    """A worker's seed is PyTorch's base seed + worker id, so get_worker_info().seed,
+    initial_seed() (the usual worker_init_fn idiom) and what a dataset draws from the
+    library's, NumPy's and Python's generators in a worker match PyTorch's."""
+    out = []
+    for lib in (torch, ember):
+        lib.manual_seed(3)
+        loader = lib.utils.data.DataLoader(
+            _WorkerDraws(lib), batch_size=2, num_workers=2, shuffle=True
+        )
+        out.append([[np.asarray(f).tolist() for f in batch] for batch in loader])
+    assert out[1] == out[0]
