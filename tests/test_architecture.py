@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember._env",
             "ember._allocator",
             "ember.devices",
+            "ember._meta",
             "ember.size",
             "ember.return_types",
             "ember.flags",

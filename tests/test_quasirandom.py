@@ -44,3 +44,26 @@ def test_scrambling_follows_the_seed_or_embers_generator():
         engine.draw_base2(2)
     with pytest.raises(ArgumentError, match="dimensionality"):
         ember.quasirandom.SobolEngine(0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, None])
+def test_the_scrambled_sequence_is_pytorchs_point_for_point(seed):
+    """The shift and matrices come from randint on the seeded (or default) generator, in
+    PyTorch's order, so the points, the first one included, are PyTorch's bit for bit."""
+    results = []
+    for lib in (torch, ember):
+        lib.manual_seed(3)
+        e = lib.quasirandom.SobolEngine(6, scramble=True, seed=seed)
+        points = [e.draw(1), e.draw(5)]
+        e.fast_forward(4)
+        points.append(e.draw(3, dtype=lib.float64))
+        e.reset()
+        points.append(e.draw_base2(3))
+        points.append(lib.rand(2))  # (the default generator advanced alike without a seed)
+        results.append([p.numpy() for p in points] + [repr(e)])
+    for want, got in zip(*results):
+        if isinstance(want, str):
+            assert got == want
+        else:
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)

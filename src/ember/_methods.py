@@ -7,6 +7,7 @@ table below is the only place that maps Python syntax to ops.
 from __future__ import annotations
 
 from .ops import _autocast
+from .ops._node_names import rename_node
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .ops._registry import _state as _registry_state
 from .ops._torch_keywords import with_torch_keywords
@@ -18,6 +19,11 @@ def _reflected(name):
         return PUBLIC[name](other, self)
 
     return method
+
+
+def _rsub(self, other):
+    """``2 - x``: PyTorch's rsub of a scalar, whose node is RsubBackward1."""
+    return rename_node(PUBLIC["sub"](other, self), "RsubBackward1", self)
 
 
 def _forward(name):
@@ -186,6 +192,7 @@ def install(cls: type = Tensor) -> None:
         setattr(cls, f"__{dunder}__", _shift(op))
         setattr(cls, f"__r{dunder}__", _shift(op, reflected=True))
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
+    cls.__rsub__ = _rsub
     cls.__invert__ = _logical("logical_not")
     cls.__neg__ = _forward("neg")
     cls.__pos__ = _forward("positive")

@@ -20,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from . import _meta
 from . import autograd_graph as graph
 from . import autograd_node_hooks as _node_hooks
 from . import dtypes as _dt
@@ -401,7 +402,8 @@ def _root_grads(outputs, grad_outputs, create_graph):
                     f"has shape {tuple(out.shape)}; pass gradient= (a tensor of that shape)",
                     op="backward",
                 )
-            g = Tensor._wrap(np.ones(out.shape, dtype=out._data.dtype))
+            ones = np.ones if not _meta.is_meta(out._data) else _meta.stand_in  # (no data)
+            g = Tensor._wrap(ones(out.shape, out._data.dtype))
         elif not isinstance(g, Tensor):
             g = Tensor(np.asarray(g, dtype=out._data.dtype))
         if tuple(g.shape) != tuple(out.shape):

@@ -2,10 +2,11 @@
 ``ember.channels_last`` / ``contiguous_format`` / ``preserve_format``.
 
 ember runs on the CPU only. ``ember.device("cpu")`` (and ``"cpu:0"``, ``("cpu", 0)``) is the one
-device; every ``device=`` argument accepts it, a string naming it, or None. A device ember does
-not have (``"cuda"``, ``"mps"``, ``"xla"``, ...) raises `DeviceError` naming the argument, so a
-program written for a GPU fails at the line that asks for one instead of running somewhere else
-silently.
+device that holds data; ``ember.device("meta")`` is PyTorch's meta device, tensors with a shape
+and a dtype and no data (_meta.py). Every ``device=`` argument accepts these, a string naming
+one, or None. A device ember does not have (``"cuda"``, ``"mps"``, ``"xla"``, ...) raises
+`DeviceError` naming the argument, so a program written for a GPU fails at the line that asks for
+one instead of running somewhere else silently.
 
 Memory formats lay out an eager tensor's elements as PyTorch's do:
 ``x.to(memory_format=ember.channels_last)`` keeps the shape and values and changes the strides
@@ -25,6 +26,7 @@ __all__ = [
     "device",
     "get_default_device",
     "is_device_string",
+    "is_meta",
     "memory_format",
     "preserve_format",
     "set_default_device",
@@ -32,7 +34,8 @@ __all__ = [
 
 # device types PyTorch knows: asking for one of them is a clear "ember has no such device",
 # anything else is an invalid device string (as torch.device("foo") is)
-_OTHER_TYPES = ("cuda", "mps", "xla", "xpu", "hip", "meta", "ipu", "hpu", "mtia", "vulkan")
+_OTHER_TYPES = ("cuda", "mps", "xla", "xpu", "hip", "ipu", "hpu", "mtia", "vulkan")
+_OWN_TYPES = ("cpu", "meta")
 
 
 def _refuse(kind: str, op: str, value) -> DeviceError:
@@ -70,11 +73,11 @@ class device:  # noqa: N801  (PyTorch's spelling)
             if not rest.isdigit():
                 raise ValueError(f"invalid device string {type!r}: the index must be an int")
             index = int(rest)
-        if kind != "cpu":
+        if kind not in _OWN_TYPES:
             if kind in _OTHER_TYPES:
                 raise _refuse(kind, "ember.device", text)
             raise ValueError(
-                f"invalid device string {type!r}: expected 'cpu' (ember's only device type)"
+                f"invalid device string {type!r}: expected 'cpu' or 'meta' (ember's device types)"
             )
         if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
             raise TypeError(f"device index must be an int, got {index!r}")
@@ -126,6 +129,7 @@ class device:  # noqa: N801  (PyTorch's spelling)
 
 
 CPU = device("cpu")
+META = device("meta")
 _default = CPU
 
 
@@ -148,17 +152,26 @@ def is_device_string(text: str) -> bool:
     """Whether ``text`` names a device type (``"cpu"``, ``"cuda:1"``, ``"mps"``), as opposed to
     a dtype's name."""
     kind = text.strip().partition(":")[0]
-    return kind == "cpu" or kind in _OTHER_TYPES
+    return kind in _OWN_TYPES or kind in _OTHER_TYPES
+
+
+def is_meta(value) -> bool:
+    """Whether a ``device=`` argument (None: the default device) names the meta device."""
+    if value is None:
+        return _default._type == "meta"
+    if isinstance(value, device):
+        return value._type == "meta"
+    return isinstance(value, str) and value.strip().partition(":")[0] == "meta"
 
 
 def get_default_device() -> device:
-    """The device factories use when given none: always the CPU in ember."""
+    """The device factories use when given none: the CPU unless set to the meta device."""
     return _default
 
 
 def set_default_device(value) -> None:
-    """Accepts ``"cpu"`` / ``ember.device("cpu")`` / None (the CPU); any other device raises
-    `DeviceError`, since ember has no other."""
+    """Accepts ``"cpu"`` / ``ember.device("cpu")`` / None (the CPU) and the meta device; any
+    other device raises `DeviceError`, since ember has no other."""
     global _default
     _default = CPU if value is None else check_device(value, "set_default_device(device)")
 

@@ -10,13 +10,16 @@ This is the base mode of the dispatcher (``ops._registry.apply``). For each call
 3. wraps the results as Tensors; outputs of a ``view`` op share input 0's version counter;
 4. if grad mode is on and an input requires grad, creates an autograd `Node` for the call and
    makes it the ``grad_fn`` of every floating-point output.
+
+An op with a meta operand (or any op while `_meta.creating`) stops after step 1: its results
+are meta stand-ins of the types the rule gave (`_meta_apply`), recorded on the tape as usual.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _views
+from . import _meta, _views
 from . import dtypes as _dt
 from .autograd import Node
 from .errors import EmberError
@@ -68,6 +71,8 @@ class EagerMode(_reg.Mode):
             in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
         in_types = tuple(in_types)
         out_type = op.infer(*in_types, **attrs)
+        if _meta.active[0] and (_meta._creating[0] or _any_meta(inputs)):
+            return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
             n = len(inputs)
             if n == 2:
@@ -142,7 +147,9 @@ class EagerMode(_reg.Mode):
         return outs[0] if single else outs
 
     def constant(self, array) -> Tensor:
-        return _wrap(array if type(array) is _ndarray else np.asarray(array))
+        if type(array) is _ndarray or type(array) is _meta.MetaArray:
+            return _wrap(array)
+        return _wrap(np.asarray(array))
 
 
 def _check_rule(op, types, outs) -> None:
@@ -155,3 +162,31 @@ def _check_rule(op, types, outs) -> None:
 
 
 _reg.set_base_mode(EagerMode())
+
+
+def _any_meta(inputs) -> bool:
+    for t in inputs:
+        if type(t._data) is _meta.MetaArray:
+            return True
+    return False
+
+
+def _meta_apply(op, inputs, attrs, in_types, out_type, requires):
+    """``op`` on meta tensors: its results are stand-ins of the types its rule gave (no kernel
+    runs, nothing is drawn), recorded on the tape as any op's, so backward runs on meta tensors
+    too. CPU operands are taken as meta ones: ember's own composites and VJPs make CPU
+    constants (an initial hidden state, a dropout mask) beside a meta input, where PyTorch's
+    would be made on the input's device."""
+    single = op.num_outputs == 1
+    out_types = (out_type,) if single else tuple(out_type)
+    outs = tuple([_wrap(_meta.stand_in(ty.shape, ty.dtype.np)) for ty in out_types])
+    if requires and _state.grad_enabled:
+        node = None
+        for i, t in enumerate(outs):
+            if t._data.dtype in _FLOATING:
+                if node is None:
+                    node = Node(op, attrs, inputs, outs, out_types, in_types)
+                t.grad_fn = node
+                t._output_nr = i
+                t._requires_grad = True
+    return outs[0] if single else outs

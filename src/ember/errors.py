@@ -175,6 +175,12 @@ class DeviceError(EmberError, AssertionError):
     others."""
 
 
+class MetaDataError(EmberError, TypeError, NotImplementedError):
+    """A meta tensor's values asked for: it has a shape and a dtype and no data (``.item()``,
+    ``.numpy()``, ``.tolist()``, a copy to the CPU). PyTorch raises a RuntimeError, a TypeError
+    or a NotImplementedError, by the call; this is each of them."""
+
+
 class NotInEmberError(EmberError, AttributeError):
     """A name PyTorch has and ember does not (``ember.jit``, ``Tensor.pin_memory``, ...); the
     message names it and, where one exists, ember's alternative."""

@@ -18,13 +18,13 @@ import weakref
 
 import numpy as np
 
-from . import _views
+from . import _meta, _views
 from . import dtypes as _dt
 from . import printing as _printing
 from . import random as _random
-from .devices import CPU
+from .devices import CPU, META
 from .devices import device as _device
-from .errors import AutogradError, DTypeError, ShapeError
+from .errors import ArgumentTypeError, AutogradError, DTypeError, MetaDataError, ShapeError
 from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
@@ -81,7 +81,7 @@ class Tensor(_reg.TensorBase):
     __slots__ = (
         "_data",
         "_requires_grad",
-        "grad",
+        "_grad",  # behind the `grad` property, which checks what is assigned
         "grad_fn",
         "_output_nr",
         "_vc",
@@ -104,7 +104,7 @@ class Tensor(_reg.TensorBase):
         arr = _construct(data, dtype, device)
         self._data = arr
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self.grad_fn = None
         self._output_nr = 0
         self._vc = [0] if not _inference[0] else InferenceVersion([0])
@@ -124,7 +124,7 @@ class Tensor(_reg.TensorBase):
         t = object.__new__(cls)
         t._data = arr
         t._requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._output_nr = 0
         t._vc = [0] if not _inference[0] else InferenceVersion([0])
@@ -173,7 +173,20 @@ class Tensor(_reg.TensorBase):
 
     @property
     def device(self) -> _device:
-        return CPU
+        return META if type(self._data) is _meta.MetaArray else CPU
+
+    @property
+    def is_meta(self) -> bool:
+        return type(self._data) is _meta.MetaArray
+
+    def _refuse_meta(self, what: str) -> None:
+        if type(self._data) is _meta.MetaArray:
+            raise MetaDataError(
+                f"{what} cannot be called on meta tensors: a meta tensor has a shape and a "
+                "dtype and no data (materialize it first: to_empty, or load_state_dict with "
+                "assign=True)",
+                op=what,
+            )
 
     @property
     def is_leaf(self) -> bool:
@@ -345,6 +358,8 @@ class Tensor(_reg.TensorBase):
         result's array, not this tensor's memory, so ``b.exp_().sqrt_()`` differentiates
         (PyTorch, whose exp_ saves b's memory, refuses that chain).
         """
+        if _meta.active[0] and type(self._data) is _meta.MetaArray:
+            return self._meta_inplace(name, fn, args, kwargs)
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
         self._check_inplace(name)
@@ -399,6 +414,29 @@ class Tensor(_reg.TensorBase):
                 self._view_src = _views.stamp(self._view_of[0])
         return self
 
+    def _meta_inplace(self, name: str, fn, args, kwargs) -> Tensor:
+        """An in-place op on a meta tensor: the op runs on stand-ins (a random fill draws
+        nothing: `_meta.creating`), its result's shape and dtype are checked to fit, and the
+        history moves to it; there is nothing to write."""
+        self._check_inplace(name)
+        old = Tensor._wrap(self._data)
+        old._requires_grad, old.grad_fn, old._output_nr = (
+            self._requires_grad,
+            self.grad_fn,
+            self._output_nr,
+        )
+        with _meta.creating():
+            result = fn(old, *args, **kwargs)
+        if not isinstance(result, Tensor):
+            result = Tensor(result)
+        fit_inplace_result(name, result, self)
+        self._vc[0] += 1
+        if _reg.is_grad_enabled() and result.grad_fn is not None:
+            self.grad_fn = result.grad_fn
+            self._output_nr = result._output_nr
+            self._requires_grad = True
+        return self
+
     def _ufunc_inplace(self, fn, args) -> bool:
         """The direct route of `_inplace` for a one-ufunc op (``fn.ufunc``): when nothing is
         recorded and the operands need no promotion or broadcasting of x, compute into x's own
@@ -443,6 +481,7 @@ class Tensor(_reg.TensorBase):
         trusted once it has been handed out (kernels/cprepack.py). A tensor that requires grad
         is refused, as PyTorch refuses it (the array would escape its history): detach it
         first, or pass ``force=True`` (the detached tensor's array, as PyTorch's on the CPU)."""
+        self._refuse_meta("Tensor.numpy()")
         if self._requires_grad and not force:
             raise AutogradError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
@@ -453,6 +492,7 @@ class Tensor(_reg.TensorBase):
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        self._refuse_meta("Tensor.__array__()")
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
             return self._data.astype(dtype)
         if copy:
@@ -467,6 +507,7 @@ class Tensor(_reg.TensorBase):
             check(self, what)
 
     def item(self):
+        self._refuse_meta("Tensor.item()")
         self._check_read(".item()")
         if self._data.size != 1:
             raise ShapeError(  # (a RuntimeError too, as PyTorch raises)
@@ -480,12 +521,14 @@ class Tensor(_reg.TensorBase):
         return value
 
     def tolist(self):
+        self._refuse_meta("Tensor.tolist()")
         self._check_read(".tolist()")
         if self.dtype is _dt.bfloat16:
             return self._data.astype(np.float32).tolist()
         return self._data.tolist()
 
     def __bool__(self) -> bool:
+        self._refuse_meta("Tensor.item()")
         self._check_read("bool()")
         if self._data.size != 1:
             raise ShapeError(
@@ -532,6 +575,8 @@ class Tensor(_reg.TensorBase):
         return id(self)
 
     def __repr__(self) -> str:
+        if type(self._data) is _meta.MetaArray:
+            return self._meta_repr()
         data = self._data
         if data.dtype.kind == "V" or data.dtype.itemsize < 4 and data.dtype.kind == "f":
             data = data.astype(np.float32)  # (bfloat16, float16, float8: printed from float32)
@@ -549,6 +594,17 @@ class Tensor(_reg.TensorBase):
         return _printing.tensor_text(
             data, suffixes, shown_dtype=repr(self.dtype) if shows_dtype else None
         )
+
+    def _meta_repr(self) -> str:
+        """PyTorch's text of a meta tensor: its size, and its dtype where not the default."""
+        parts = [f"size={tuple(self.shape)}"]
+        if self.dtype is not _dt.get_default_dtype():
+            parts.append(f"dtype={self.dtype!r}")
+        if self.grad_fn is not None:
+            parts.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._requires_grad:
+            parts.append("requires_grad=True")
+        return "tensor(..., device='meta', " + ", ".join(parts) + ")"
 
     def __format__(self, spec: str) -> str:
         # PyTorch's rule: a 0-d plain Tensor formats as its number under any spec, the empty
@@ -587,7 +643,48 @@ def _fits(shape: tuple, target: tuple) -> bool:
 
 # The ``grad`` slot itself: code that must read a gradient without being seen by
 # ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.
-GRAD_SLOT = Tensor.__dict__["grad"]
+GRAD_SLOT = Tensor.__dict__["_grad"]
+
+
+def _check_assigned_grad(t: Tensor, grad) -> None:
+    """PyTorch's checks of ``t.grad = grad``: a tensor (dense or sparse) of t's dtype and
+    size, never t itself, so a wrong gradient fails where it is assigned rather than in the
+    optimizer's step."""
+    if grad is t:
+        raise AutogradError("can't assign Variable as its own grad", op="grad")
+    if not isinstance(grad, _reg.TensorBase):
+        from .ops.sparse_tensor import SparseTensor
+
+        if not isinstance(grad, SparseTensor):
+            raise ArgumentTypeError(
+                "assigned grad expected to be a Tensor or None but got grad of type "
+                f"{type(grad).__name__}"
+            )
+    if grad.dtype is not t.dtype:
+        raise DTypeError(
+            f"attempting to assign a gradient with dtype {grad.dtype} to a tensor with "
+            f"dtype {t.dtype}; the gradient must have the tensor's dtype",
+            op="grad",
+        )
+    shape, target = tuple(grad.shape), tuple(t.shape)
+    concrete = all(isinstance(d, int) for d in shape + target)  # (captured sizes may be symbols)
+    if concrete and shape != target:
+        raise ShapeError(
+            f"attempting to assign a gradient of size {list(shape)} to a tensor of size "
+            f"{list(target)}; the gradient must have the tensor's size",
+            op="grad",
+        )
+
+
+def _set_grad(t: Tensor, grad) -> None:
+    if grad is not None:
+        _check_assigned_grad(t, grad)
+    GRAD_SLOT.__set__(t, grad)
+
+
+# ``t.grad``: read as the slot, assigned through the checks
+GRAD_PROPERTY = property(GRAD_SLOT.__get__, _set_grad, doc="The gradient accumulated into t.")
+Tensor.grad = GRAD_PROPERTY
 
 # A generator's `get_state` returns PyTorch's state bytes as a tensor (random.py, below this
 # layer, holds the hook).

@@ -20,7 +20,7 @@ from . import _views
 from . import dtypes as dt
 from ._missing import tensor_getattr
 from .devices import CPU, channels_last, channels_last_3d, check_memory_format, contiguous_format
-from .errors import DeviceError
+from .errors import DeviceError, MetaDataError
 from .ops._factory_kwargs import placement, strided
 from .ops._registry import METHODS, PUBLIC, TensorBase
 
@@ -118,8 +118,11 @@ def _assert(condition, message) -> None:
 
 
 def _cpu(self, memory_format=None):
-    """The tensor itself: it is already on the CPU (ember's only device)."""
+    """The tensor itself: it is already on the CPU (a meta tensor, which has no data to copy,
+    is refused)."""
     check_memory_format(memory_format, "cpu(memory_format)")
+    if self.is_meta:
+        raise MetaDataError("Cannot copy out of meta tensor; no data!", op="cpu")
     return self
 
 
@@ -207,11 +210,18 @@ def _new_shape(size: tuple):
     return size
 
 
+def _new_device(self, device):
+    """The device of ``x.new_*(...)``: the one given, else x's own (a meta tensor's new tensors
+    are meta, as PyTorch's)."""
+    return device if device is not None else self.device
+
+
 def _new_factory(name: str, fill):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kwargs):
         placement(f"Tensor.{name}", dict(kwargs, device=device))
         shape = _new_shape(size)
-        out = PUBLIC["full"](shape, fill_value=fill, dtype=dtype or self.dtype)
+        where = _new_device(self, device)
+        out = PUBLIC["full"](shape, fill_value=fill, dtype=dtype or self.dtype, device=where)
         return out.requires_grad_() if requires_grad else out
 
     method.__name__ = name
@@ -225,7 +235,10 @@ def _new_factory(name: str, fill):
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False, **kwargs):
     """A tensor of ``size`` filled with ``fill_value``, ``x``'s dtype unless ``dtype=``."""
     placement("Tensor.new_full", dict(kwargs, device=device))
-    out = PUBLIC["full"](tuple(size), fill_value=fill_value, dtype=dtype or self.dtype)
+    where = _new_device(self, device)
+    out = PUBLIC["full"](
+        tuple(size), fill_value=fill_value, dtype=dtype or self.dtype, device=where
+    )
     return out.requires_grad_() if requires_grad else out
 
 
@@ -235,7 +248,10 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, **k
     placement("Tensor.new_tensor", dict(kwargs, device=device))
     if isinstance(data, TensorBase):
         data = data.detach()
-    return PUBLIC["tensor"](data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    where = _new_device(self, device)
+    return PUBLIC["tensor"](
+        data, dtype=dtype or self.dtype, requires_grad=requires_grad, device=where
+    )
 
 
 def _new(self, *args, device=None, **kwargs):
@@ -246,11 +262,12 @@ def _new(self, *args, device=None, **kwargs):
     placement("Tensor.new", dict(kwargs, device=device))
     from .size import Size
 
+    where = _new_device(self, device)
     if not args:
-        return PUBLIC["empty"](0, dtype=self.dtype)
+        return PUBLIC["empty"](0, dtype=self.dtype, device=where)
     sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
     if all(isinstance(d, int) and not isinstance(d, bool) for d in sizes):
-        return PUBLIC["zeros"](*sizes, dtype=self.dtype)
+        return PUBLIC["zeros"](*sizes, dtype=self.dtype, device=where)
     if len(args) != 1:
         raise TypeError(f"Tensor.new: expected sizes (ints) or one sequence of data, got {args}")
     data = args[0]
@@ -286,9 +303,10 @@ def install(cls: type) -> None:
     cls.pin_memory = _pin_memory
     cls.is_pinned = lambda self: False
     cls.is_cuda = property(lambda self: False)
-    cls.is_cpu = property(lambda self: True)
+    cls.is_cpu = property(lambda self: not self.is_meta)
+    if "is_meta" not in cls.__dict__:  # (the eager Tensor's answers by its data)
+        cls.is_meta = property(lambda self: False)
     cls.is_mps = property(lambda self: False)
-    cls.is_meta = property(lambda self: False)
     cls.is_sparse = property(lambda self: False)
     cls.layout = property(lambda self: strided)
     cls.is_quantized = property(lambda self: False)

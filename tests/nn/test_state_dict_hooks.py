@@ -70,6 +70,6 @@ def test_state_dict_hooks_and_load_overrides_match_torch():
 def test_strict_load_without_post_hooks_loads_nothing_on_error():
     m = ember.nn.Linear(2, 2)
     before = m.weight.detach().numpy().copy()
-    with pytest.raises(ember.errors.StateDictError, match="missing key"):
+    with pytest.raises(ember.errors.StateDictError, match="Missing key"):
         m.load_state_dict({"weight": ember.zeros(2, 2)})
     np.testing.assert_array_equal(m.weight.detach().numpy(), before)

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import autograd
+from .. import _meta, autograd
 from ..errors import EmberError, NeedsArgumentValue
 from ..graph.ir import Graph
 from ..nn._tables import tables_version
@@ -237,6 +237,10 @@ class Function:
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
+        if _meta.active[0] and self._reaches_meta(args, kwargs):
+            # a meta tensor has no data for a program to run on: its ops infer shapes eagerly
+            # (PyTorch's compiled functions run meta tensors through their shape rules too)
+            return self.fn(*args, **kwargs)
         guards = self._guards
         for k, (guard, key) in enumerate(guards):  # a call like a recent one: its program
             leaves = guard.leaves(args, kwargs)
@@ -254,6 +258,15 @@ class Function:
             return self.fn(*args, **kwargs)
         entry = self._entry(args, kwargs, leaves, names, structure, guard=True)
         return entry.run(leaves)
+
+    def _reaches_meta(self, args, kwargs) -> bool:
+        """Whether a tensor argument, or a tensor of the state the function reads (a model's
+        parameters), is a meta tensor."""
+        leaves = split_args(args, kwargs, self._arg_names)[0]
+        if any(isinstance(t, Tensor) and t.is_meta for t in leaves):
+            return True
+        reach = discover(self.fn, args, kwargs, self._arg_names)
+        return any(t.is_meta for t in reach.state_tensors())
 
     def compile(self, *args, **kwargs) -> GraphFunction:
         """Trace and compile for these arguments' signature without running; returns the

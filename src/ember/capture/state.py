@@ -48,7 +48,7 @@ from ..errors import EmberError
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
-from ..tensor import GRAD_SLOT, Tensor
+from ..tensor import GRAD_PROPERTY, GRAD_SLOT, Tensor
 from .guards import (
     ARRAY_GUARD_LIMIT,
     MISSING,
@@ -585,8 +585,8 @@ def watching_grad_reads():
         seen[0] = True
         return GRAD_SLOT.__get__(tensor, Tensor)
 
-    Tensor.grad = property(read, GRAD_SLOT.__set__)
+    Tensor.grad = property(read, GRAD_PROPERTY.fset)
     try:
         yield seen
     finally:
-        Tensor.grad = GRAD_SLOT
+        Tensor.grad = GRAD_PROPERTY

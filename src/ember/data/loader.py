@@ -345,10 +345,10 @@ class DataLoader:
             num_workers=self.num_workers,
             auto_collation=self._auto_collation,
         )
-        # the workers' seeds come from the epoch's base seed, through a hash so that no worker
-        # shares a stream with a batch's data generator (seeded base_seed + batch number)
-        worker_base = int(np.random.SeedSequence([base_seed, 1]).generate_state(1, np.uint64)[0])
-        pool = _workers.WorkerPool(spec, context, worker_base >> 1, self.timeout)
+        # PyTorch's worker seeds, base_seed + worker id (what get_worker_info().seed and
+        # torch.initial_seed() in worker_init_fn read); the batches' data generators are
+        # seeded through a hash (data/rng.py), so none shares a worker's stream
+        pool = _workers.WorkerPool(spec, context, base_seed, self.timeout)
         if self.persistent_workers:
             self._pool = pool
             self._pool_finalizer = weakref.finalize(self, _workers.WorkerPool.close, pool)

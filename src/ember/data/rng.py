@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
+
 from ..random import Generator, resolve
 
 _SEED_MODULUS = 2**63
@@ -26,11 +28,18 @@ _local = threading.local()
 
 
 class _BatchSeed:
-    __slots__ = ("seed", "generator")
+    __slots__ = ("base_seed", "batch_index", "generator")
 
-    def __init__(self, seed: int):
-        self.seed = seed
+    def __init__(self, base_seed: int, batch_index: int):
+        self.base_seed, self.batch_index = base_seed, batch_index
         self.generator: Generator | None = None
+
+    @property
+    def seed(self) -> int:
+        """The batch generator's seed: a hash of (base seed, batch), never a worker's seed
+        (PyTorch's base seed + worker id), so no batch shares a worker's stream."""
+        words = np.random.SeedSequence([self.base_seed, 2, self.batch_index])
+        return int(words.generate_state(1, np.uint64)[0]) % _SEED_MODULUS
 
 
 def current_generator(generator: Generator | None = None) -> Generator:
@@ -52,7 +61,7 @@ def batch_scope(base_seed: int, batch_index: int) -> Iterator[None]:
     generator (MT19937's seeding scrambles the seed, so neighbouring seeds give unrelated
     streams)."""
     previous = getattr(_local, "scope", None)
-    _local.scope = _BatchSeed((base_seed + batch_index) % _SEED_MODULUS)
+    _local.scope = _BatchSeed(base_seed, batch_index)
     try:
         yield
     finally:

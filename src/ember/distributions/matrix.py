@@ -2,11 +2,10 @@
 ``Wishart`` (positive-definite matrices; ``covariance_matrix``, ``precision_matrix`` or
 ``scale_tril``) and ``LKJCholesky`` (Cholesky factors of correlation matrices).
 
-``log_prob``, ``entropy`` and the moments are ember ops (differentiable, capturable). Both
-sample eagerly: Wishart by the Bartlett decomposition over Chi2 draws (Gamma's NumPy sampler:
-no ``rsample``, as ember's Gamma has none; PyTorch's retries of singular draws are not
-needed at the float64 it draws in and are not made), LKJCholesky by PyTorch's onion method
-over Beta draws. A seed gives other draws than PyTorch's, from the same distribution.
+``log_prob``, ``entropy`` and the moments are ember ops (differentiable, capturable). Wishart
+samples by PyTorch's Bartlett decomposition over Chi2's reparameterized draws (``rsample``,
+differentiable in ``df`` and the scale), with PyTorch's retries, so a seed gives PyTorch's
+matrices; LKJCholesky by PyTorch's onion method over Beta draws.
 """
 
 from __future__ import annotations
@@ -153,10 +152,13 @@ class Wishart(Distribution):
         outer = E.unsqueeze(d, -1) * E.unsqueeze(d, -2)
         return self.df.reshape(tuple(self._batch_shape) + (1, 1)) * (v.pow(2) + outer)
 
-    def sample(self, sample_shape=()):
-        sample_shape = _shape(sample_shape)
+    has_rsample = True
+
+    def _bartlett(self, sample_shape: tuple):
+        """PyTorch's Bartlett draw: Chi2 roots on the diagonal (clamped above eps), normals
+        below it, the scale's Cholesky factor times that, times its transpose."""
         p = self._event_shape[-1]
-        chi2 = Chi2(self._chi2_df, validate_args=False).sample(sample_shape)
+        chi2 = Chi2(self._chi2_df, validate_args=False).rsample(sample_shape)
         eps = float(np.finfo(chi2.dtype.np).eps)
         diag = chi2.sqrt().clamp(min=eps)
         noise = E.unsqueeze(diag, -1) * E.eye(p, dtype=diag.dtype)
@@ -164,7 +166,44 @@ class Wishart(Distribution):
         normal = E.randn(*(sample_shape + tuple(self._batch_shape) + (count,)), dtype=diag.dtype)
         noise = noise + vec_to_tril_matrix(normal, diag=-1)
         chol = self._unbroadcasted_scale_tril @ noise
-        return (chol @ chol.transpose(-2, -1)).detach()
+        return chol @ chol.transpose(-2, -1)
+
+    def _redrawn(self, mask) -> tuple:
+        """Whether each sample (over the sample dimensions) is flagged by ``mask`` of the
+        samples' checks, reduced over the batch dimensions as PyTorch's amax."""
+        if self._batch_shape:
+            mask = mask.reshape(tuple(mask.shape[: mask.ndim - len(self._batch_shape)]) + (-1,))
+            mask = mask.any(-1)
+        return mask
+
+    def rsample(self, sample_shape=(), max_try_correction=None):
+        """PyTorch's rsample: a Bartlett draw, then its retries. PyTorch 2.13 flags the draws
+        its support check *passes* for a retry (its test lacks a negation), so every sample
+        is drawn again and the second draw kept, then retried while singular; ember draws as
+        it does, so a seed gives PyTorch's samples."""
+        sample_shape = _shape(sample_shape)
+        tries = 10 if max_try_correction is None else max_try_correction
+        sample = self._bartlett(sample_shape)
+        flagged = self._redrawn(self.support.check(sample)).reshape(-1)
+        if not bool(flagged.any()):
+            return sample
+        warnings.warn("Singular sample detected.", stacklevel=2)
+        flat = sample.reshape((-1,) + tuple(sample.shape[len(sample_shape) :]))
+        for _ in range(tries):
+            index = E.nonzero(flagged).reshape(-1)
+            new = self._bartlett((int(index.shape[0]),))
+            flat = E.index_copy(flat, 0, index, new)
+            still = self._redrawn(~self.support.check(new)).reshape(-1)
+            flagged = E.index_put(E.zeros_like(flagged), (index,), still)
+            if not bool(flagged.any()):
+                break
+        return flat.reshape(tuple(sample.shape))
+
+    def sample(self, sample_shape=()):
+        from ..autograd import no_grad
+
+        with no_grad():
+            return self.rsample(sample_shape)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -107,11 +107,12 @@ def dim_arg(op: str, dim: int, ndim: int) -> int:
 
 
 def concrete(t):
-    """The NumPy data of an eager tensor, else None (a symbolic tensor being traced has none).
+    """The NumPy data of an eager tensor, else None (a symbolic tensor being traced has none,
+    nor has a meta tensor).
 
     Used to validate values (target classes, probabilities) with a clear error where eager
     data is at hand, and to skip work that the data shows is not needed (masks when no target
     is ignored); results never depend on it."""
     from ..tensor import Tensor
 
-    return t.numpy(force=True) if isinstance(t, Tensor) else None
+    return t.numpy(force=True) if isinstance(t, Tensor) and not t.is_meta else None

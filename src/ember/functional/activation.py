@@ -210,7 +210,8 @@ def hardswish(input, inplace: bool = False):
 def mish(input, inplace: bool = False):
     """``x * tanh(softplus(x))``."""
     x = _activation("mish", input)
-    return _maybe_inplace("mish", x, inplace, lambda t: _wide(lambda u: u * E.tanh(softplus(u)), t))
+    out = _maybe_inplace("mish", x, inplace, lambda t: _wide(lambda u: u * E.tanh(softplus(u)), t))
+    return out if inplace else rename_node(out, "MishBackward0")
 
 
 @export(functional=True, toplevel=False)

@@ -10,6 +10,7 @@ nothing is wrong does it copy, so a failed load never leaves a module half-updat
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -23,9 +24,9 @@ from ..tensor import Tensor
 from .state_hooks import hooks, overrides_load
 
 
-class IncompatibleKeys(NamedTuple):
+class _IncompatibleKeys(NamedTuple):
     """What ``load_state_dict`` returns: the keys the module expected but did not get, and the
-    keys it got but does not have."""
+    keys it got but does not have (PyTorch's class name, which programs print)."""
 
     missing_keys: list
     unexpected_keys: list
@@ -39,6 +40,9 @@ class IncompatibleKeys(NamedTuple):
         )
 
     __str__ = __repr__
+
+
+IncompatibleKeys = _IncompatibleKeys
 
 
 def local_state(module) -> list[tuple[str, str, Tensor]]:
@@ -63,6 +67,9 @@ def has_extra_state(module) -> bool:
 def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
     for hook in hooks(module, "_state_dict_pre_hooks"):
         hook(module, prefix, keep_vars)
+    local_metadata = {"version": module._version}
+    if hasattr(destination, "_metadata"):
+        destination._metadata[prefix[:-1]] = local_metadata
     for _, name, value in local_state(module):
         destination[prefix + name] = value if keep_vars else value.detach()
     if has_extra_state(module):  # any picklable object, after the tensors, as in PyTorch
@@ -71,7 +78,7 @@ def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
         if child is not None:
             destination = save(child, destination, prefix + name + ".", keep_vars)
     for hook in hooks(module, "_state_dict_hooks"):
-        result = hook(module, destination, prefix, {})
+        result = hook(module, destination, prefix, local_metadata)
         if result is not None:
             destination = result
     return destination
@@ -84,10 +91,13 @@ def _run_load_overrides(module, state_dict: dict, strict: bool) -> tuple[list, l
     missing: list = []
     unexpected: list = []
     errors: list = []
+    metadata = getattr(state_dict, "_metadata", None)
 
     def visit(m, prefix):
         if overrides_load(m):
-            m._load_from_state_dict(state_dict, prefix, {}, strict, missing, unexpected, errors)
+            # (each module's entry of the saved _metadata: its class's layout version)
+            local = {} if metadata is None else metadata.get(prefix[:-1], {})
+            m._load_from_state_dict(state_dict, prefix, local, strict, missing, unexpected, errors)
         for name, child in m._modules.items():
             if child is not None:
                 visit(child, prefix + name + ".")
@@ -125,7 +135,10 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
             f"{type(state_dict).__name__}"
         )
     post_hooks = [(m, h) for m in module.modules() for h in hooks(m, "_load_state_dict_post_hooks")]
+    metadata = getattr(state_dict, "_metadata", None)
     state_dict = OrderedDict(state_dict)  # (the overrides and hooks below may edit it)
+    if metadata is not None:
+        state_dict._metadata = metadata
     more_missing, more_unexpected, errors = _run_load_overrides(module, state_dict, strict)
     targets = _targets(module, "", OrderedDict())
     missing = [k for k in targets if k not in state_dict] + more_missing
@@ -133,15 +146,15 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
     # with post-hooks, PyTorch's order: load, let the hooks edit the key lists, then check
     # strictness (a hook that clears an expected missing key keeps the load from failing)
     checked_late = strict and bool(post_hooks)
-    if strict and not checked_late:
+    if strict and not checked_late:  # (PyTorch's wording, which programs match on)
+        if missing:
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
         if unexpected:
             errors.append(
-                "unexpected key(s) in state_dict: "
+                "Unexpected key(s) in state_dict: "
                 + ", ".join(f'"{k}"' for k in unexpected)
                 + _suggest(unexpected, missing)
             )
-        if missing:
-            errors.append("missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
     arrays = {}
     for key, (_, _, _, current) in targets.items():
         if key not in state_dict:
@@ -186,14 +199,14 @@ def load(module, state_dict, strict: bool = True, assign: bool = False) -> Incom
             )
     if checked_late and (result.missing_keys or result.unexpected_keys):
         problems = []
-        if result.unexpected_keys:
-            problems.append(
-                "unexpected key(s) in state_dict: "
-                + ", ".join(f'"{k}"' for k in result.unexpected_keys)
-            )
         if result.missing_keys:
             problems.append(
-                "missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in result.missing_keys)
+                "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in result.missing_keys)
+            )
+        if result.unexpected_keys:
+            problems.append(
+                "Unexpected key(s) in state_dict: "
+                + ", ".join(f'"{k}"' for k in result.unexpected_keys)
             )
         raise StateDictError(
             f"error(s) in loading the state_dict for {type(module).__name__}:\n    "
@@ -217,6 +230,15 @@ def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign:
             owner._parameters[name] = Parameter(value, requires_grad=current.requires_grad)
         else:
             owner._buffers[name] = value
+        return
+    if current.is_meta:  # (nothing to copy into: PyTorch warns and leaves it meta)
+        warnings.warn(
+            f"for {name}: copying from a non-meta parameter in the checkpoint to a meta "
+            "parameter in the current model, which is a no-op. (Did you mean to pass "
+            "`assign=True` to assign items in the state dictionary to their corresponding key "
+            "in the module instead of copying them in place?)",
+            stacklevel=4,
+        )
         return
     # cast to the module's dtype, as torch's copy_ does; the module keeps its tensor objects
     np.copyto(current._data, arr.astype(current._data.dtype, copy=False), casting="unsafe")

@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
+from .. import _meta
 from .. import dtypes as dt
 from ..autograd import no_grad
 from ..devices import channels_last, channels_last_3d, check_device, check_memory_format
 from ..devices import device as device_type
 from ..errors import ArgumentError, ArgumentTypeError, DeviceError
 from ..ops._registry import TensorBase
+from ..ops.cast import moved
 from ..tensor import Tensor
 from . import _state
 from ._tables import Table
@@ -65,6 +69,9 @@ class Module(HooksMixin, StateDictHooksMixin):
     # module bakes in: ember.function keys its cache on them, so a change retraces
     # (capture/state.py, capture/call_guard.py); DistributedDataParallel's no_sync flag
     _graph_flags: tuple = ()
+    # the layout version of this class's state_dict entries, saved in ``state_dict()._metadata``
+    # and given back to `_load_from_state_dict` to migrate older checkpoints (PyTorch's)
+    _version: int = 1
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
@@ -367,8 +374,12 @@ class Module(HooksMixin, StateDictHooksMixin):
 
     # ------------------------------------------------------------------------ state dict
     def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False) -> dict:
-        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``)."""
-        out = OrderedDict() if destination is None else destination
+        """Parameters and persistent buffers by dotted name (detached unless ``keep_vars``);
+        its ``_metadata`` attribute holds each module's ``{"version": _version}`` by prefix."""
+        out = destination
+        if out is None:
+            out = OrderedDict()
+            out._metadata = OrderedDict()
         return _state.save(self, out, prefix, keep_vars)
 
     def get_extra_state(self):
@@ -431,7 +442,7 @@ class Module(HooksMixin, StateDictHooksMixin):
             elif a is not None:
                 dtype = a
         if device is not None:
-            check_device(device, "Module.to(device)")
+            self._move(check_device(device, "Module.to(device)"))
         if dtype is None:
             return self
         dtype = dt.as_dtype(dtype)
@@ -466,6 +477,15 @@ class Module(HooksMixin, StateDictHooksMixin):
                     self._buffers[name] = fn(b)
         return self
 
+    def _move(self, target) -> None:
+        """Parameters and buffers onto the device ``target``: onto the meta device as meta
+        copies; from it to the CPU refused (a meta tensor has no data to copy)."""
+        tensors = (
+            t for m in self.modules() for t in (*m._parameters.values(), *m._buffers.values())
+        )
+        if target.type == "meta" or any(t is not None and t.is_meta for t in tensors):
+            self._apply(lambda t: moved(t, target, "Module.to"))
+
     def compile(self, **kwargs) -> None:
         """PyTorch's ``Module.compile``: this module's forward compiled in place by
         ``ember.compile`` with these keyword arguments (``fullgraph``, ``dynamic``, ``backend``,
@@ -476,11 +496,18 @@ class Module(HooksMixin, StateDictHooksMixin):
 
     def to_empty(self, *, device, recurse: bool = True) -> Module:
         """Parameters and buffers replaced by uninitialized ones of the same shapes and dtypes
-        on ``device`` (the CPU: ember has no other; `DeviceError` otherwise), as PyTorch's."""
-        check_device(device, "Module.to_empty(device)")
-        from ..ops.creation import zeros_like  # (ember.empty_like: zeros, see ops/creation.py)
+        on ``device`` (the CPU, or the meta device; `DeviceError` otherwise), as PyTorch's: how
+        a model built on the meta device gets memory (zeros here: ember never hands out
+        uninitialized memory), for its ``reset_parameters`` or a checkpoint to fill."""
+        target = check_device(device, "Module.to_empty(device)")
 
-        return self._apply(zeros_like, recurse=recurse)
+        def empty(t: Tensor) -> Tensor:
+            shape, np_dtype = tuple(t.shape), t._data.dtype
+            if target.type == "meta":
+                return Tensor._wrap(_meta.stand_in(shape, np_dtype))
+            return Tensor._wrap(np.zeros(shape, np_dtype))
+
+        return self._apply(empty, recurse=recurse)
 
     def type(self, dst_type) -> Module:
         """Every parameter and buffer cast to ``dst_type`` (a dtype or a tensor type name,
@@ -508,7 +535,7 @@ class Module(HooksMixin, StateDictHooksMixin):
         return self._apply_floating(dt.bfloat16)
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None) -> Module:
         """Refused with `DeviceError`: ember runs on the CPU only."""

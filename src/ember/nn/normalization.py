@@ -47,7 +47,8 @@ class _NormBase(Module):
         if track_running_stats:
             self.register_buffer("running_mean", new_tensor((num_features,), 0.0, device, dtype))
             self.register_buffer("running_var", new_tensor((num_features,), 1.0, device, dtype))
-            self.register_buffer("num_batches_tracked", Tensor(np.array(0, dtype=np.int64)))
+            count = new_tensor((), 0, device, dt.int64)
+            self.register_buffer("num_batches_tracked", count)
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)

@@ -16,8 +16,10 @@ import copy
 
 import numpy as np
 
+from .. import _meta
+from ..devices import check_device, is_meta
 from ..dtypes import DType, as_dtype, get_default_dtype
-from ..errors import EmberError, ShapeError
+from ..errors import ShapeError
 from ..kernels import cprepack
 from ..ops._data import to_array
 from ..tensor import Tensor
@@ -104,10 +106,18 @@ class Buffer(Tensor):
 
 def factory_dtype(device=None, dtype=None) -> DType:
     """The dtype of a layer's new tensors from PyTorch-style ``device=`` / ``dtype=``
-    arguments; ember is CPU-only, so a device other than the CPU is refused."""
-    if device is not None and not str(device).startswith("cpu"):
-        raise EmberError(f"ember runs on the CPU only; got device={device!r}", op="nn")
+    arguments; a device other than the CPU or the meta device is refused."""
+    check_device(device, "nn(device)")
     return get_default_dtype() if dtype is None else as_dtype(dtype)
+
+
+def _array(shape: tuple, fill, device, dtype) -> np.ndarray:
+    """A new layer tensor's array: ``fill`` everywhere, or a meta stand-in on the meta device
+    (``device="meta"``, or the default device inside ``with ember.device("meta"):``)."""
+    np_dtype = factory_dtype(device, dtype).np
+    if is_meta(device):
+        return _meta.stand_in(shape, np_dtype)
+    return np.full(shape, fill, dtype=np_dtype)
 
 
 def check_sizes(layer: str, **sizes) -> None:
@@ -131,10 +141,10 @@ def _checked_shape(shape) -> tuple:
 def new_parameter(shape, device=None, dtype=None) -> Parameter:
     """A parameter of ``shape`` (zeros, to be filled by the layer's ``reset_parameters``)."""
     shape = _checked_shape(shape)
-    return Parameter(Tensor(np.zeros(shape, dtype=factory_dtype(device, dtype).np)))
+    return Parameter(Tensor(_array(shape, 0, device, dtype)))
 
 
 def new_tensor(shape, fill: float, device=None, dtype=None) -> Tensor:
     """A buffer of ``shape`` filled with ``fill``."""
     shape = _checked_shape(shape)
-    return Tensor(np.full(shape, fill, dtype=factory_dtype(device, dtype).np))
+    return Tensor(_array(shape, fill, device, dtype))

@@ -9,6 +9,11 @@ in that order (ops/_memory_format.py; ``*_like`` keep a channels-last input's),
 and ``layout`` must be ``ember.strided`` (factories make dense tensors; sparse COO tensors,
 layout ``ember.sparse_coo``, come from ``ember.sparse_coo_tensor`` and ``to_sparse``).
 
+``device="meta"`` (or the meta device as the default, ``with ember.device("meta"):``, or a meta
+input of a ``*_like`` given no device) makes a meta tensor (ember/_meta.py): the factory runs
+with `_meta.creating` open, so its ops, random draws included, make stand-ins and draw nothing;
+one that builds its array directly gets a stand-in of its shape and dtype instead.
+
 `install` wraps the factories once, after every op module has registered, so each factory's own
 definition stays about its values; a factory added later is covered by adding its name here.
 """
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import functools
 
-from ..devices import check_device, check_memory_format, preserve_format
+from .. import _meta
+from ..devices import check_device, check_memory_format, is_meta, preserve_format
 from ..errors import ArgumentTypeError, DeviceError
 from . import _memory_format
+from ._registry import eager_constant
 
 # PyTorch's factories that take ``device=`` (and ``*_like`` that take ``memory_format=``)
 FACTORIES = (
@@ -82,6 +89,10 @@ def placement(name: str, kwargs: dict) -> None:
     """Check and remove the placement arguments from a factory's ``kwargs``."""
     if "device" in kwargs:
         check_device(kwargs.pop("device"), f"{name}(device)")
+    _check_rest(name, kwargs)
+
+
+def _check_rest(name: str, kwargs: dict) -> None:
     if "memory_format" in kwargs:
         check_memory_format(kwargs.pop("memory_format"), f"{name}(memory_format)")
     if kwargs.pop("pin_memory", False):
@@ -105,7 +116,11 @@ def _wrap(name: str, fn):
     @functools.wraps(fn)
     def factory(*args, **kwargs):
         fmt = kwargs.get("memory_format")
-        placement(name, kwargs)
+        device = kwargs.pop("device", None)
+        check_device(device, f"{name}(device)")
+        _check_rest(name, kwargs)
+        if _wants_meta(like, device, args):
+            return _meta_factory(fn, args, kwargs)
         out = fn(*args, **kwargs)
         if like and (fmt is None or fmt is preserve_format) and args:
             # PyTorch's preserve_format: a channels-last input gives a channels-last result
@@ -117,6 +132,23 @@ def _wrap(name: str, fn):
 
     factory._takes_placement = True
     return factory
+
+
+def _wants_meta(like: bool, device, args) -> bool:
+    if device is None and like and args:  # (a *_like takes its input's device)
+        return _meta.is_meta(getattr(args[0], "_data", None))
+    return is_meta(device)
+
+
+def _meta_factory(fn, args, kwargs):
+    """The factory's result as a meta tensor: made by its ops as stand-ins, or (a factory that
+    builds its array itself) replaced by a stand-in of the same shape and dtype."""
+    with _meta.creating():
+        out = fn(*args, **kwargs)
+    if _meta.is_meta(getattr(out, "_data", None)):
+        return out
+    meta = eager_constant(_meta.stand_in(tuple(out.shape), out._data.dtype))
+    return meta.requires_grad_() if out.requires_grad else meta
 
 
 def install(*tables: dict) -> None:

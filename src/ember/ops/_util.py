@@ -22,7 +22,7 @@ from ..errors import (
 )
 from ..symbolic import SymDim
 from ..types import TensorType
-from ._registry import Cost
+from ._registry import Cost, TensorBase
 
 
 def value_bytes(v) -> int:
@@ -213,6 +213,15 @@ def require_same_dtype(op: str, *types) -> DType:
             names = ", ".join(str(x.dtype) for x in types)
             raise DTypeError(f"operands must share one dtype, got {names}", op=op)
     return first
+
+
+def require_source_dtype(op: str, x, source, what: str = "source") -> None:
+    """A tensor written into ``x`` (scatter's src, index_add's source, an index_put value)
+    must have x's dtype, as PyTorch's kernels require; a Python number is cast instead."""
+    if isinstance(source, TensorBase) and source.dtype is not x.dtype:
+        raise DTypeError(
+            f"self ({x.dtype}) and {what} ({source.dtype}) must have the same dtype", op=op
+        )
 
 
 def require_int(op: str, what: str, t) -> None:

@@ -8,10 +8,11 @@ import warnings
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
-from ..errors import ArgumentTypeError, DTypeError
+from ..errors import ArgumentTypeError, DTypeError, MetaDataError
 from ..types import TensorType
 from . import _memory_format
 from . import _onnx_complex as cx
@@ -153,18 +154,33 @@ def _to(self, *args, **kwargs):
             device = a  # to(0) names cuda:0 in PyTorch: refused below
         elif a is not None:
             dtype = a
-    if device is not None:
-        check_device(device, "to(device)")
     out = self
+    if device is not None:
+        out = moved(self, check_device(device, "to(device)"), "to")
     if dtype is not None:
         dtype = dt.as_dtype(dtype)
-        if dtype is not self.dtype:
-            out = _user_cast(self, dtype)  # (NumPy's astype keeps the order of the elements)
+        if dtype is not out.dtype:
+            out = _user_cast(out, dtype)  # (NumPy's astype keeps the order of the elements)
     if _memory_format.wants_copy(getattr(out, "_data", None), fmt):
         from .copies import COPY  # (a row-major copy, then laid out in the format)
 
         return _memory_format.relayout(apply(COPY, out) if out is self else out, fmt)
     return E.clone(self) if copy and out is self else out
+
+
+def moved(x, target, op: str):
+    """``x`` on the device ``target``: a meta copy of it (a stand-in, differentiable as a copy)
+    for the meta device; refused from the meta device to the CPU, as PyTorch's, since a meta
+    tensor has no data to copy; else x itself."""
+    on_meta = _meta.is_meta(getattr(x, "_data", None))
+    if target.type == "meta" and not on_meta:
+        from .copies import COPY
+
+        with _meta.creating():
+            return apply(COPY, x)
+    if target.type == "cpu" and on_meta:
+        raise MetaDataError("Cannot copy out of meta tensor; no data!", op=op)
+    return x
 
 
 export(_to, name="to", method=True, toplevel=False)

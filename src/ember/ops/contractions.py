@@ -17,6 +17,7 @@ from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeEr
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import export
 from ._util import broadcast_shapes, fmt_shape, normalize_axis
 from .elementwise import to_tensor
@@ -121,9 +122,9 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
         return _items.add_scaled("baddbmm", input, product, beta, alpha, dtype)
     if alpha != 1:
         product = product * alpha
-    if beta == 0:
-        return product
-    return product + (input if beta == 1 else input * beta)
+    if beta != 0:
+        product = product + (input if beta == 1 else input * beta)
+    return rename_node(product, "BaddbmmBackward0")
 
 
 export(baddbmm, method=True, inplace=True)

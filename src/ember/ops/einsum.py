@@ -379,7 +379,11 @@ _EINSUM = register(
 
 
 def _canonical_apply(terms, out, operands):
-    """Apply the primitive after renaming the labels a, b, c, ... by first appearance."""
+    """Apply the primitive after renaming the labels a, b, c, ... by first appearance. One
+    operand whose output only reorders its labels is PyTorch's permuted view of it (so its
+    contiguity, and writes through it, are PyTorch's)."""
+    if len(terms) == 1 and len(set(terms[0])) == len(terms[0]) and set(out) == set(terms[0]):
+        return E.permute(operands[0], tuple(terms[0].index(ch) for ch in out))
     names: dict = {}
     for ch in "".join(terms):
         if ch not in names:

@@ -171,13 +171,15 @@ def _unary(
     complex=None,
     real_result=False,
     float8=False,
+    grad_fn=None,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
     kernel's rule for the memory planner (ops/_util.py, `value_bytes`); ``functional`` /
     ``toplevel``: exported to ``ember.nn.functional`` / ``ember``; ``complex``: the op's
     `Complex` rule (ops/_rules.py), ``real_result``: a complex operand gives a real result (the
-    modulus); ``float8``: the op takes float8 operands (its ``float8`` rule)."""
+    modulus); ``float8``: the op takes float8 operands (its ``float8`` rule); ``grad_fn``: its
+    nodes' PyTorch name where that is not the op's own (ops/_node_names.py)."""
     op = register(
         OpDef(
             name=name,
@@ -194,6 +196,7 @@ def _unary(
             onnx=onnx,
             complex=complex,
             float8=float8,
+            grad_fn=grad_fn,
         )
     )
 

@@ -16,9 +16,11 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._registry import PUBLIC, export
+from ._node_names import rename_node
+from ._registry import PUBLIC, building_graph, export
 from ._rules import Complex
 from ._util import normalize_axis, refuse_complex, size_from_values
+from .checks import check
 from .elementwise import _unary, promote, to_tensor
 
 aminmax_t = return_types.aminmax
@@ -160,7 +162,7 @@ def isneginf(input):
 @export
 def rsub(input, other, *, alpha=1):
     """``other - alpha * input``."""
-    return E.sub(other, input, alpha=alpha)
+    return rename_node(E.sub(other, input, alpha=alpha), "RsubBackward0", input, other)
 
 
 @export(method=True, inplace=True)
@@ -258,13 +260,22 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 def bincount(input, weights=None, minlength: int = 0):
     """How often each value of a 1-d non-negative integer tensor occurs (summing ``weights``
     instead of 1 when given). The length, max(input) + 1, depends on the values, so under
-    capture it needs them (ember.function refuses it, as it does .item())."""
+    capture it needs them (ember.function refuses it, as it does .item()); with ``minlength``
+    a captured graph's length is minlength, each run checking that the values lie below it
+    (`check`: the graph raises otherwise), the counts per class of ``minlength=num_classes``."""
     x = to_tensor(input)
     if x.ndim != 1 or x.dtype.is_floating_point or x.dtype is dt.bool_:
         raise DTypeError(
             f"bincount takes a 1-d integer tensor, got {x.dtype} of shape {tuple(x.shape)}",
             op="bincount",
         )
+    if minlength > 0 and building_graph():
+        inside = E.logical_and(x >= 0, x < int(minlength))
+        message = (
+            f"bincount: a captured bincount with minlength={minlength} takes values in "
+            f"[0, {minlength}); a larger value would lengthen the result"
+        )
+        return _counts(check(x, inside, message), weights, int(minlength))
     top = (
         size_from_values(
             E.amax(x), "bincount", "the largest value plus one", "use one_hot(x, n).sum(0)"
@@ -275,6 +286,10 @@ def bincount(input, weights=None, minlength: int = 0):
     size = max(int(minlength), top + 1)
     if x.shape[0] and int(E.amin(x).item()) < 0:
         raise ShapeError("bincount takes non-negative values", op="bincount")
+    return _counts(x, weights, size)
+
+
+def _counts(x, weights, size: int):
     index = E.cast(x, dt.int64)
     if weights is None:
         return E.scatter_add(E.zeros((size,), dtype=dt.int64), 0, index, E.ones_like(index))

@@ -464,7 +464,10 @@ def _xlog(name, log, inside):
         # not finite (y = 0, negative, inf), so 0 * log(...) is 0, not NaN; the gradient is
         # then log(y) for x (as PyTorch's) and 0 for y
         keep = E.logical_and(x == 0, E.logical_not(inside(y)))
-        return x * log(E.where(E.logical_and(keep, y == y), 1.0, y))
+        out = x * log(E.where(E.logical_and(keep, y == y), 1.0, y))
+        # PyTorch's 0 where x is 0 is +0 (x * log(y) is -0 for y < 1); adding 0 keeps the
+        # value's gradient and clears the sign, while x < 0 at y = 1 keeps PyTorch's -0
+        return E.where(E.logical_and(x == 0, y == y), out + 0.0, out)
 
     fn.__name__ = fn.__qualname__ = name
     return fn

@@ -189,6 +189,11 @@ _SELECT = register(
 def _selected(kind, x, dim, keepdim):
     x = to_tensor(x)
     axis = normalize_axis(kind, dim, max(x.ndim, 1))  # (PyTorch checks the dim first)
+    if x.ndim and x.shape[axis] == 0 and kind not in _SCANS:  # (then its size: before dtypes)
+        raise AxisError(
+            f"{kind}: cannot reduce the empty dimension {axis} of shape {tuple(x.shape)}",
+            op=kind,
+        )
     if x.dtype is dt.bool_ and kind in ("median", "nanmedian"):
         raise KernelDTypeError(f"{kind} is not defined for bool tensors (as in PyTorch)", op=kind)
     idx = apply(_SELECT, x, kind=kind, axis=axis)

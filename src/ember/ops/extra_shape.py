@@ -18,6 +18,7 @@ from ..symbolic import SymDim
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import TensorBase, export
 from ._util import broadcast_shapes, check_scalars, normalize_axis
 from .elementwise import promote, to_tensor
@@ -375,7 +376,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
         )
     products = E.bmm(b1, b2)
     # (summing keeps the batch's dtype: sum alone would widen integers to int64)
-    return _scaled("addbmm", input, E.cast(E.sum(products, 0), products.dtype), beta, alpha)
+    out = _scaled("addbmm", input, E.cast(E.sum(products, 0), products.dtype), beta, alpha)
+    return rename_node(out, "AddbmmBackward0")
 
 
 @export(method=True, inplace=True)

@@ -18,6 +18,7 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
+from ._node_names import rename_node
 from ._registry import (
     OpDef,
     TensorBase,
@@ -38,6 +39,7 @@ from ._util import (
     normalize_axis,
     numel,
     require_int,
+    require_source_dtype,
     same_type,
 )
 from .elementwise import promote, to_tensor
@@ -316,6 +318,7 @@ def _src_arg(x, index, src, op="scatter"):
         return E.full(tuple(index.shape), src, dtype=x.dtype)
     if is_traced(src):  # (a traced .item(): a scalar too)
         return E.full(tuple(index.shape), src, dtype=x.dtype)
+    require_source_dtype(op, x, src, "src")
     return to_tensor(src, x.dtype)
 
 
@@ -371,7 +374,8 @@ def index_select(x, dim: int, index):
     if x.ndim == 0:
         return E.reshape(apply(_INDEX, E.reshape(x, (1,)), index, spec=(("tensor",),)), ())
     d = _dim("index_select", x, dim)
-    return apply(_INDEX, x, index, spec=(FULL,) * d + (("tensor",),))
+    out = apply(_INDEX, x, index, spec=(FULL,) * d + (("tensor",),))
+    return rename_node(out, "IndexSelectBackward0")
 
 
 @export(method=True)
@@ -458,6 +462,7 @@ def index_add(x, dim: int, index, source, *, alpha=1):
     x = to_tensor(x)
     index = _index_arg(index)
     require_int("index_add", "index", index)
+    require_source_dtype("index_add", x, source)
     source = to_tensor(source, x.dtype)
     if index.ndim != 1:
         raise ShapeError(f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_add")

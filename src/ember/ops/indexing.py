@@ -41,7 +41,7 @@ from ._index_plan import (
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._scatter_kernels import add_slices
-from ._util import broadcast_shapes, fmt_shape, memory_cost, same_type
+from ._util import broadcast_shapes, fmt_shape, memory_cost, numel, require_source_dtype, same_type
 from .elementwise import to_tensor
 
 # ---------------------------------------------------------------------------- basic indexing
@@ -602,6 +602,35 @@ def _masked_put(x, index, value, accumulate: bool):
     return E.where(mask, value, x)
 
 
+def _check_value_dtype(x, index, value, accumulate: bool) -> None:
+    """PyTorch's index_put takes a tensor value only in x's dtype. A basic index (ints, slices,
+    0-d integer tensors) writes through a view with ``copy_``, which casts, and one bool mask
+    with a one-element value is ``masked_fill``, which casts too."""
+    items = index if isinstance(index, tuple) else (index,)
+    advanced = [i for i in items if _is_advanced(i)]
+    if not advanced:
+        return
+    if not accumulate and len(items) == 1 and _is_mask(items[0]) and _numel(value) == 1:
+        return
+    require_source_dtype("index_put", x, value, "value")
+
+
+def _is_advanced(item) -> bool:
+    if isinstance(item, TensorBase):
+        return item.ndim > 0 or item.dtype.is_bool
+    return isinstance(item, (list, np.ndarray))
+
+
+def _is_mask(item) -> bool:
+    if isinstance(item, TensorBase):
+        return item.dtype.is_bool
+    return isinstance(item, list) and bool(item) and all(isinstance(b, bool) for b in item)
+
+
+def _numel(value) -> int:
+    return numel(value.shape) if isinstance(value, TensorBase) else 1
+
+
 @export(method=True, inplace=True)
 def index_put(x, index, value, accumulate: bool = False):
     """A new tensor equal to ``x`` with ``x[index]`` set to ``value`` (broadcast and cast to x's
@@ -609,6 +638,7 @@ def index_put(x, index, value, accumulate: bool = False):
     ``index`` is anything ``x[index]`` accepts, including PyTorch's tuple of index tensors.
     ``x[index] = value`` and ``x.index_put_(index, value)`` write the result into x."""
     x = to_tensor(x)
+    _check_value_dtype(x, index, value, accumulate)
     selected = _masked_put(x, index, value, accumulate)
     if selected is not None:
         return selected

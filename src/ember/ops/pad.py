@@ -198,9 +198,21 @@ def _onnx_pad(e):
     return e.node("Pad", inputs, mode=_ONNX_PAD_MODES[mode])
 
 
+def _pad_node_name(attrs, in_types) -> str:
+    """PyTorch's node of F.pad: ConstantPadNd, or the reflection / replication pad of as many
+    dimensions as the padding reaches (circular padding is made of cats there)."""
+    mode, pairs = attrs["mode"], attrs["pads"]
+    reached = next((len(pairs) - d for d, p in enumerate(pairs) if p != (0, 0)), 1)
+    names = {"constant": "ConstantPadNdBackward0", "circular": "CatBackward0"}
+    if mode in names:
+        return names[mode]
+    return f"{'Reflection' if mode == 'reflect' else 'Replication'}Pad{reached}DBackward0"
+
+
 _PAD = register(
     OpDef(
         name="pad",
+        grad_fn=_pad_node_name,
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_pad, _onnx_pad),
         kind="shape",

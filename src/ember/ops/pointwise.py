@@ -144,6 +144,7 @@ _SQUARE = _unary(
     c="({0} * {0})",
     complex=Complex.GRADIENT,
     onnx=_onnx.composite(lambda e, x: e.node("Mul", [x, x])),
+    grad_fn="PowBackward0",
 )
 
 

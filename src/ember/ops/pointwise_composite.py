@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError
 from . import _item_scalars as _items
 from . import api as E
+from ._node_names import rename_node
 from ._registry import TensorBase, export
 from .elementwise import promote, to_tensor
 
@@ -96,7 +97,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     def compute(x, a, b, v):
         return x + (a * b if one else a * v * b)
 
-    return _in_float(input.dtype, compute, input, tensor1, tensor2, value)
+    out = _in_float(input.dtype, compute, input, tensor1, tensor2, value)
+    return rename_node(out, "AddcmulBackward0")
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -119,7 +121,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     def compute(x, a, b, v):
         return x + (a / b if one else a * v / b)
 
-    return _in_float(input.dtype, compute, input, t1, t2, value)
+    return rename_node(_in_float(input.dtype, compute, input, t1, t2, value), "AddcdivBackward0")
 
 
 for _fn in (addcmul, addcdiv):
@@ -144,8 +146,10 @@ def lerp(input, end, weight):
         # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
         w = complex(weight) if input.dtype.is_complex else float(weight)
         if abs(w) < 0.5:
-            return _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
-        return _in_float(input.dtype, lambda a, b: b - (b - a) * (1 - w), input, end)
+            out = _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
+        else:
+            out = _in_float(input.dtype, lambda a, b: b - (b - a) * (1 - w), input, end)
+        return rename_node(out, "LerpBackward0")
     if weight.dtype is not input.dtype:
         if weight.ndim:
             raise DTypeError(
@@ -158,7 +162,7 @@ def lerp(input, end, weight):
         diff = b - a
         return E.where(E.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
 
-    return _in_float(input.dtype, compute, input, end, weight)
+    return rename_node(_in_float(input.dtype, compute, input, end, weight), "LerpBackward1")
 
 
 export(lerp, method=True, inplace=True)

@@ -60,15 +60,17 @@ def roll(input, shifts, dims=None):
         if len(shifts) != 1:
             raise ShapeError(f"without dims, shifts must be one int, got {shifts}", op="roll")
         flat = E.reshape(x, (-1,)) if x.ndim != 1 else x
-        return E.reshape(_roll_one(flat, operator.index(shifts[0]), 0), tuple(x.shape))
+        rolled = E.reshape(_roll_one(flat, operator.index(shifts[0]), 0), tuple(x.shape))
+        return rename_node(rolled, "RollBackward0", x)
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     if len(shifts) != len(dims):
         raise ShapeError(f"shifts {shifts} and dims {dims} must have one length", op="roll")
     if 0 in tuple(x.shape):  # nothing moves: PyTorch returns a copy before reading the dims
         return E.clone(x)
+    rolled = x
     for shift, dim in zip(shifts, dims):
-        x = _roll_one(x, operator.index(shift), normalize_axis("roll", dim, x.ndim))
-    return x
+        rolled = _roll_one(rolled, operator.index(shift), normalize_axis("roll", dim, rolled.ndim))
+    return rename_node(rolled, "RollBackward0", x)
 
 
 export(roll, method=True)
@@ -200,7 +202,7 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     x = E.movedim(x, (d1, d2), (-2, -1))
     n, m = x.shape[-2], x.shape[-1]
     if isinstance(n, int) and isinstance(m, int):
-        return apply(_DIAGONAL_VIEW, x, offset=offset)
+        return rename_node(apply(_DIAGONAL_VIEW, x, offset=offset), "DiagonalBackward0")
     # a symbolic plane: the planes flattened, element (i, i + offset) sits at
     # i * (m + 1) + offset (offset >= 0), (i - offset, i) at -offset * m + i * (m + 1)
     batch = tuple(x.shape[:-2])

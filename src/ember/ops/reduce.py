@@ -587,8 +587,16 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
     x = to_tensor(x)
     if x.dtype is dt.bfloat16 or x.dtype is dt.float16:  # (in float32, rounded once)
-        return E.cast(E.sqrt(var(E.cast(x, dt.float32), dim, **kwargs)), x.dtype)
-    return rename_node(E.sqrt(var(x, dim, **kwargs)), "StdBackward0")
+        return E.cast(_root(var(E.cast(x, dt.float32), dim, **kwargs)), x.dtype)
+    return rename_node(_root(var(x, dim, **kwargs)), "StdBackward0")
+
+
+def _root(v):
+    """``sqrt(v)`` whose gradient is 0 where v is 0: PyTorch's std_backward masks a zero
+    standard deviation (a constant feature), where sqrt's own gradient (inf) times var's (0)
+    would give NaN."""
+    zero = v == 0
+    return E.where(zero, 0.0, E.sqrt(E.where(zero, 1.0, v)))
 
 
 @export(method=True)
@@ -609,4 +617,5 @@ def logsumexp(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
     shift = E.where(E.isfinite(shift), shift, 0)
     total = sum(E.exp(x - shift), axes, keepdim=True)
     out = E.log(total) + shift
-    return out if keep else E.reshape(out, reduced_shape(x.shape, axes, False))
+    out = out if keep else E.reshape(out, reduced_shape(x.shape, axes, False))
+    return rename_node(out, "LogsumexpBackward0")

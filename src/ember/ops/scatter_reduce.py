@@ -37,6 +37,7 @@ from ._util import (
     numel,
     refuse_complex,
     require_int,
+    require_source_dtype,
     same_type,
 )
 from .elementwise import to_tensor
@@ -338,6 +339,7 @@ def index_copy(x, dim: int, index, source):
     position one of the writes wins, as in PyTorch (which leaves it undefined)."""
     x = to_tensor(x)
     axis, index = _slice_index("index_copy", x, dim, index)
+    require_source_dtype("index_copy", x, source)
     source = to_tensor(source, x.dtype)
     if x.ndim == 0:
         return E.reshape(index_copy(E.reshape(x, (1,)), 0, index, E.reshape(source, (-1,))), ())

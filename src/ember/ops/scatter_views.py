@@ -22,16 +22,15 @@ def _fmt(shape) -> str:
 
 
 def _check_src(name, view_shape, src, x):
+    """``src`` cast to x's dtype (PyTorch's scatters into a view copy, which casts), once its
+    shape is checked to be the view's."""
     if tuple(src.shape) != tuple(view_shape):
         raise ShapeError(
             f"expected src to have a size equal to the slice of self: src size "
             f"{_fmt(src.shape)}, slice size {_fmt(view_shape)}",
             op=name,
         )
-    if src.dtype != x.dtype:
-        raise DTypeError(
-            f"expected src to have the dtype of self ({x.dtype}), got {src.dtype}", op=name
-        )
+    return E.cast(src, x.dtype) if src.dtype is not x.dtype else src
 
 
 @export(method=True)
@@ -43,7 +42,7 @@ def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1)
     if step <= 0:
         raise ArgumentError(f"slice_scatter: slice step must be positive, got {step}")
     index = (slice(None),) * axis + (slice(start, end, step),)
-    _check_src("slice_scatter", x[index].shape, src, x)
+    src = _check_src("slice_scatter", x[index].shape, src, x)
     return E.index_put(x, index, src)
 
 
@@ -59,7 +58,7 @@ def select_scatter(input, src, dim: int, index: int):
             f"dimension {axis}"
         )
     where = (slice(None),) * axis + (index % size,)
-    _check_src("select_scatter", x[where].shape, src, x)
+    src = _check_src("select_scatter", x[where].shape, src, x)
     return E.index_put(x, where, src)
 
 
@@ -72,7 +71,7 @@ def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
     d2 = normalize_axis("diagonal_scatter", dim2, x.ndim)
     if d1 == d2:
         raise ShapeError("diagonal dimensions cannot be identical", op="diagonal_scatter")
-    _check_src("diagonal_scatter", E.diagonal(x, offset, d1, d2).shape, src, x)
+    src = _check_src("diagonal_scatter", E.diagonal(x, offset, d1, d2).shape, src, x)
     moved = E.movedim(x, (d1, d2), (-2, -1))
     rows, cols = moved.shape[-2], moved.shape[-1]
     start_r, start_c = (0, offset) if offset >= 0 else (-offset, 0)

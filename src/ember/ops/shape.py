@@ -109,7 +109,13 @@ def reshape(x, *shape):
     where x's strides allow (PyTorch's: ``x.reshape(x.shape) is not x``)."""
     x = to_tensor(x)
     shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
-    return apply(RESHAPE, x, shape=shape)
+    out = apply(RESHAPE, x, shape=shape)
+    if getattr(out, "grad_fn", None) is not None and not _viewable(
+        tuple(x.shape), x.stride(), shape
+    ):
+        # (PyTorch copies, then views the copy without checks: the node its history shows)
+        return rename_node(out, "UnsafeViewBackward0")
+    return out
 
 
 def view_shape(x, *shape):
@@ -571,7 +577,10 @@ def concat(tensors, dim=0, *, axis=None):
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
         tensors = [E.reshape(t, empty) if skip else t for t, skip in zip(tensors, legacy)]
-    a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
+    if all(legacy):  # (only such tensors: PyTorch joins them whatever the dim, unchecked)
+        a = 0
+    else:
+        a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
     if len(tensors) == 1:
         return tensors[0]
     return apply(CONCAT, *tensors, axis=a)
@@ -659,4 +668,4 @@ def unbind(x, dim=0):
     a = normalize_axis("unbind", dim, x.ndim)
     if x.shape[a] == 0:
         return ()
-    return tuple(squeeze(p, a) for p in split(x, 1, a))
+    return tuple(rename_node(squeeze(p, a), "UnbindBackward0", x) for p in split(x, 1, a))

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..types import TensorType
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, refuse_complex
 from .elementwise import to_tensor
@@ -193,7 +194,7 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
     indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending))
     if x.ndim == 0:
         return SortResult(x, indices)
-    return SortResult(E.gather(x, axis, indices), indices)
+    return SortResult(rename_node(E.gather(x, axis, indices), "SortBackward0"), indices)
 
 
 @export(method=True)
@@ -221,7 +222,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     values = E.gather(flat, axis, order)
     if x.ndim == 0:
         return TopkResult(E.reshape(values, ()), E.reshape(order, ()))
-    return TopkResult(values, order)
+    return TopkResult(rename_node(values, "TopkBackward0"), order)
 
 
 # --------------------------------------------------------------------------------- kthvalue
@@ -348,7 +349,7 @@ def kthvalue(x, k: int, dim: int = -1, keepdim: bool = False):
         return return_types.kthvalue(E.reshape(values, ()), E.reshape(index, ()))
     if not keepdim:
         values, index = E.squeeze(values, axis), E.squeeze(index, axis)
-    return return_types.kthvalue(values, index)
+    return return_types.kthvalue(rename_node(values, "KthvalueBackward0", x), index)
 
 
 # ------------------------------------------------------------------------------------ unique

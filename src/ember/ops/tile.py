@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..errors import NeedsArgumentValue, ShapeError, TraceError
 from ..types import TensorType
 from . import api as E
+from ._node_names import rename_node
 from ._onnx import trilu
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
@@ -114,7 +115,8 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
         if repeats < 0:
             raise ShapeError(f"repeats must be >= 0, got {repeats}", op="repeat_interleave")
         y = broadcast_to(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
-        return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+        out = reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+        return rename_node(out, "ViewBackward0", x)  # (PyTorch's: a copy, then its view)
     counts = _counts(repeats, shape[d])
     index = np.repeat(np.arange(shape[d]), counts)
     if output_size is not None and output_size != len(index):

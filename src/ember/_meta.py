@@ -1,0 +1,56 @@
+"""The meta device's data: PyTorch's ``device="meta"`` tensors carry a shape and a dtype and no
+values, so a model too large for memory can be built, inspected and then materialized
+(``model.to_empty(device="cpu")``, ``load_state_dict(..., assign=True)``).
+
+A meta tensor is an eager Tensor whose array is a `MetaArray`: a zero-strided view of one
+element, whatever its shape, so it costs no memory and is read-only. The eager mode runs an op
+with a meta operand by its shape rule alone (`OpDef.infer`), its results meta stand-ins
+(eager.py); while `creating` is open (a factory given the meta device, an in-place fill of a
+meta tensor) ops without tensor operands, the random draws among them, make stand-ins too and
+draw nothing. NumPy's own functions, applied to a stand-in by code that bypasses the ops, give
+MetaArrays too (a subclass survives NumPy's ufuncs), so nothing made from a meta tensor passes
+for data.
+
+`active` is false until the first stand-in is made, so programs that never use the meta device
+pay one list read per eager op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+# nonzero once a stand-in exists or while a `creating` region is open: the eager mode then
+# checks operands for stand-ins
+active = [0]
+_creating = [0]
+
+
+class MetaArray(np.ndarray):
+    """The stand-in array of a meta tensor (never read: its one element is a zero)."""
+
+
+def stand_in(shape, np_dtype) -> MetaArray:
+    """A read-only stand-in of ``shape`` and ``np_dtype`` that holds one element."""
+    active[0] = 1
+    return np.broadcast_to(np.zeros((), np_dtype), tuple(shape)).view(MetaArray)
+
+
+def is_meta(array) -> bool:
+    return type(array) is MetaArray
+
+
+def creating_now() -> bool:
+    return _creating[0] > 0
+
+
+@contextlib.contextmanager
+def creating():
+    """Within the block, ops without tensor operands (factories, random draws) make stand-ins."""
+    active[0] = 1
+    _creating[0] += 1
+    try:
+        yield
+    finally:
+        _creating[0] -= 1
