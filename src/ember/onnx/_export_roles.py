@@ -1,0 +1,81 @@
+"""What each initializer of a ``torch.export`` ONNX file was in the PyTorch program.
+
+PyTorch's dynamo exporter (``torch.onnx.export(..., dynamo=True)``, the default from 2.9) writes
+every tensor the program holds as an initializer: parameters, buffers, and also the program's
+own constants (a ``masked_fill`` value, a ``pow`` exponent, an epsilon, ``arange``'s start and
+step, an ``affine_grid`` base grid folded by its optimizer). Training those as parameters
+changes the model (a Range whose start moves yields a longer sequence), so a trainable import
+must tell them apart. The exporter records the program's signature on the values' metadata
+(``pkg.torch.export.graph_signature.InputSpec.kind``: PARAMETER, BUFFER, CONSTANT_TENSOR) and
+its optimizer records what a folded initializer was computed from
+(``pkg.onnxscript.optimizer.folded_from``), which these rules read:
+
+* a value marked PARAMETER is a parameter, BUFFER a buffer, CONSTANT_TENSOR a constant;
+* a value folded from one other value is that value transformed (a weight transposed for
+  MatMul), and keeps its role where the file still marks the source, else is a parameter;
+  folded from several, it is computed from them (a grid, frequencies times positions) and is
+  a constant, as it is no leaf of PyTorch's program;
+* an unmarked value with at most one element is one of the program's scalars, a constant;
+  other unmarked values (a convolution with BatchNorm fused in by the optimizer) are parameters.
+
+A file without the markers (TorchScript's exporter, other tools) gets ``None``: its floating
+initializers are all parameters, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+KIND_KEY = "pkg.torch.export.graph_signature.InputSpec.kind"
+FOLDED_KEY = "pkg.onnxscript.optimizer.folded_from"
+
+PARAMETER, BUFFER, CONSTANT = "parameter", "buffer", "constant"
+_KINDS = {"PARAMETER": PARAMETER, "BUFFER": BUFFER, "CONSTANT_TENSOR": CONSTANT}
+
+
+def _metadata(graph) -> dict[str, dict[str, str]]:
+    """{value name: its metadata_props} over the graph's inputs, outputs and value_info."""
+    found: dict[str, dict[str, str]] = {}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        props = getattr(info, "metadata_props", ())
+        if props:
+            found.setdefault(info.name, {}).update({p.key: p.value for p in props})
+    return found
+
+
+def _sources(text: str) -> list[str]:
+    """The names a folded_from entry lists (a Python list literal); none where it is not one."""
+    try:
+        names = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    if not isinstance(names, (list, tuple)):
+        return []
+    return [n for n in names if isinstance(n, str)]
+
+
+def initializer_roles(graph, initializers: dict[str, np.ndarray]) -> dict[str, str] | None:
+    """{initializer name: PARAMETER, BUFFER or CONSTANT} for a file ``torch.export`` wrote,
+    else None (see the module's docstring)."""
+    metadata = _metadata(graph)
+    if not any(KIND_KEY in props for props in metadata.values()):
+        return None
+    roles = {}
+    for name, array in initializers.items():
+        props = metadata.get(name, {})
+        kind = _KINDS.get(props.get(KIND_KEY, ""))
+        if kind is not None:
+            roles[name] = kind
+            continue
+        if FOLDED_KEY in props:
+            sources = _sources(props[FOLDED_KEY])
+            if len(sources) == 1:
+                marked = _KINDS.get(metadata.get(sources[0], {}).get(KIND_KEY, ""))
+                roles[name] = marked or (CONSTANT if array.size <= 1 else PARAMETER)
+            else:
+                roles[name] = CONSTANT
+            continue
+        roles[name] = CONSTANT if array.size <= 1 else PARAMETER
+    return roles
