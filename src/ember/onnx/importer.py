@@ -665,7 +665,7 @@ class OnnxModule(Module):
             attr = re.sub(r"\W", "_", name) or "param"
             if attr[0].isdigit():
                 attr = "p_" + attr
-            while attr in used:
+            while attr in used or hasattr(self, attr):  # ("half", "to": Module's own names)
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
