@@ -44,6 +44,12 @@ class Assumption:
             return left != 0 and right % left == 0
         return left * self.ratio == right
 
+    def __str__(self) -> str:
+        if self.kind == "divides":
+            return f"{self.left} divides {self.right}"
+        scale = "" if self.ratio == 1 else f"{self.ratio} * "
+        return f"{scale}{self.left} == {self.right}"
+
     def describe(self, bindings: dict) -> str:
         left, right = _value(self.left, bindings), _value(self.right, bindings)
         if self.kind == "divides":

@@ -94,3 +94,15 @@ def test_graphs_without_aligned_decisions_check_nothing():
         )
     entry = captured.compile(_x((1, 3, 9, 9)))
     assert entry.check_sizes is None
+
+
+def test_an_exported_file_lists_the_assumptions(tmp_path):
+    """ember.onnx.export writes the same graph: its metadata says which sizes it is for."""
+    onnx = pytest.importorskip("onnx")
+    import json
+
+    path = tmp_path / "unet.onnx"
+    ember.onnx.export(UNetish().eval(), path, input_signature=SPEC)
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assumed = json.loads(props["ember.size_assumptions"])
+    assert any("==" in a and "//" in a for a in assumed), assumed
