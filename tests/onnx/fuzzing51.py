@@ -162,7 +162,9 @@ def seeds() -> list:
     body = helper.make_graph(
         [
             helper.make_node("Add", ["carried", "w"], ["next"]),
-            helper.make_node("Identity", ["condition"], ["keep"]),
+            # (the condition ends the loop by itself: a mutant without a trip count, which
+            # ONNX runs until the condition is false, still stops)
+            helper.make_node("Less", ["i", "limit"], ["keep"]),
             helper.make_node("ReduceSum", ["next"], ["total"], keepdims=0),
         ],
         "body",
@@ -202,6 +204,7 @@ def seeds() -> list:
             [helper.make_tensor_value_info("out", f32, [2, 3])],
             [
                 array("trips", np.array(3, np.int64)),
+                array("limit", np.array(4, np.int64)),
                 array("go", np.array(True)),
                 weights("w", 2, 3),
                 array("zero", np.float32(0)),
