@@ -8,9 +8,14 @@ masked_fill value drifted. Its signature metadata says what each initializer was
 (onnx/_export_roles.py). Here the parameter count equals PyTorch's and three SGD steps follow
 PyTorch's losses, for unoptimized files and for optimized ones whose optimizer folded
 transposed weights (a fold of BatchNorm into a convolution changes what trains, so those
-are left out)."""
+are left out). A tied weight (a LLaMA's head sharing the embedding) that the optimizer folded
+into a transposed copy is computed from the embedding on each call, not trained apart."""
 
 from __future__ import annotations
+
+import contextlib
+import io
+import warnings
 
 import numpy as np
 import pytest
@@ -92,3 +97,37 @@ def test_the_program_constants_stay_constants(files):
     want = session.run(None, {"x": x, "mask": mask})
     for got, w in zip(imported(x, mask), want):
         np.testing.assert_allclose(got.detach().numpy(), w, rtol=2e-5, atol=1e-6)
+
+
+def test_a_tied_weight_stays_tied(tmp_path):
+    model = zoo.build("llama")
+    model.lm.weight = model.embed.weight
+    path = tmp_path / "tied.onnx"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            tuple(torch.tensor(a) for a in zoo.inputs("llama", 2, 6)),
+            str(path),
+            dynamo=True,
+            dynamic_shapes=zoo.dynamic_shapes("llama"),
+        )
+    imported = ember.onnx.load(str(path), trainable=True)
+    assert sum(p.numel() for p in imported.parameters()) == sum(
+        p.numel() for p in model.parameters()
+    )
+    feed = zoo.inputs("llama", 3, 7)
+    ours = ember.optim.SGD(imported.parameters(), lr=0.05)
+    theirs = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        loss = _loss(model(*[torch.tensor(a) for a in feed]))
+        theirs.zero_grad()
+        loss.backward()
+        theirs.step()
+        ember_loss = _loss(imported(*feed))
+        ours.zero_grad()
+        ember_loss.backward()
+        ours.step()
+        assert float(ember_loss.detach().numpy()) == pytest.approx(
+            float(loss.detach()), rel=2e-5, abs=1e-6
+        )

@@ -20,11 +20,19 @@ its optimizer records what a folded initializer was computed from
 
 A file without the markers (TorchScript's exporter, other tools) gets ``None``: its floating
 initializers are all parameters, as before.
+
+A value folded from one initializer that the file still holds (a tied weight: an embedding
+gathered by the file and, transposed and folded, the language-model head's MatMul weight) is
+not a parameter of its own: training the two apart would untie them. `layout_copies` finds
+those that are the source itself, its transpose (any axis order) or a reshape of it, which a
+trainable import computes from the source on every call, so the gradient reaches the one
+parameter PyTorch trains.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 
 import numpy as np
 
@@ -79,3 +87,34 @@ def initializer_roles(graph, initializers: dict[str, np.ndarray]) -> dict[str, s
             continue
         roles[name] = CONSTANT if array.size <= 1 else PARAMETER
     return roles
+
+
+def _layout(folded: np.ndarray, source: np.ndarray):
+    """("transpose", axes) or ("reshape", shape) when ``folded`` is ``source`` laid out anew
+    (its values moved, none computed), else None."""
+    if folded.dtype != source.dtype or folded.size != source.size:
+        return None
+    if folded.ndim == source.ndim and source.ndim <= 4:
+        for axes in itertools.permutations(range(source.ndim)):
+            moved = np.transpose(source, axes)
+            if moved.shape == folded.shape and np.array_equal(moved, folded, equal_nan=True):
+                return ("transpose", axes)
+    if np.array_equal(source.reshape(folded.shape), folded, equal_nan=True):
+        return ("reshape", folded.shape)
+    return None
+
+
+def layout_copies(graph, initializers: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """{folded initializer: (its source, ("transpose", axes) or ("reshape", shape))} for the
+    folded values of a ``torch.export`` file whose one source the file still holds (see the
+    module's docstring)."""
+    metadata = _metadata(graph)
+    found = {}
+    for name, array in initializers.items():
+        sources = _sources(metadata.get(name, {}).get(FOLDED_KEY, ""))
+        if len(sources) != 1 or sources[0] == name or sources[0] not in initializers:
+            continue
+        layout = _layout(array, initializers[sources[0]])
+        if layout is not None:
+            found[name] = (sources[0], layout)
+    return found

@@ -44,7 +44,7 @@ from ._convert import (
     supported_dtype,
     to_tensor,
 )
-from ._export_roles import BUFFER, CONSTANT, initializer_roles
+from ._export_roles import BUFFER, CONSTANT, PARAMETER, initializer_roles, layout_copies
 from ._model import (
     ModelSource,
     attribute_value,
@@ -657,10 +657,18 @@ class OnnxModule(Module):
         object.__setattr__(self, "_state_copies", {})
         roles = initializer_roles(source.proto.graph, runner.initializers) or {}
         shape_numbers = _static_only(runner)
+        # folded copies of a weight the file also holds (a tied weight, transposed): computed
+        # from it on each call (onnx/_export_roles.py)
+        copies_of = layout_copies(source.proto.graph, runner.initializers) if roles else {}
+        object.__setattr__(self, "_layout_copies", {})
         for name, array in runner.initializers.items():
             if array.dtype.kind != "f" or not supported_dtype(array.dtype):
                 continue
             if roles.get(name) == CONSTANT or name in shape_numbers:
+                continue
+            source_name = copies_of.get(name, (None,))[0]
+            if roles.get(source_name) == PARAMETER and source_name not in shape_numbers:
+                self._layout_copies[name] = copies_of[name]
                 continue
             attr = re.sub(r"\W", "_", name) or "param"
             if attr[0].isdigit():
@@ -690,6 +698,9 @@ class OnnxModule(Module):
         runner = self._runner
         values, overrides = _bind(runner, args, dict(kwargs), self._source.name)
         params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
+        for name, (source, (how, arg)) in self._layout_copies.items():
+            weight = params[source]
+            params[name] = weight.permute(*arg) if how == "transpose" else weight.reshape(arg)
         params.update(overrides)
         pinned = {name: getattr(self, attr) for name, attr in self._state_copies.items()}
         outs = runner.run(values, params=params, pinned=pinned)
