@@ -35,7 +35,6 @@ CASES = [
     ("selections", 20, True),
     ("resample", 20, True),
     ("resnet", 18, False),
-    ("recurrent", 18, False),
 ]
 
 

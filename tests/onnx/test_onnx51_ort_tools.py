@@ -96,7 +96,7 @@ def test_qlinear_midpoints(op, a, b, scales, zero_points):
     (want,) = session.run(None, {"a": a, "b": b})
     sa, sb, sc = (np.float32(v) for v in scales)
     za, zb, zc = zero_points
-    x, y = np.float32(a[0, 0] - za) * sa, np.float32(b[0] - zb) * sb
+    x, y = np.float32(int(a[0, 0]) - za) * sa, np.float32(int(b[0]) - zb) * sb
     definition = (x + y if op == "QLinearAdd" else x * y) / sc
     assert np.rint(definition) + zc != want[0, 0]  # (the case is one)
     np.testing.assert_array_equal(ember.onnx.load(model)(a, b).numpy(), want)
