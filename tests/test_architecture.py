@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.dtypes",
             "ember.types",
             "ember.symbolic",
+            "ember.symbolic_assumptions",
             "ember.random",
             "ember.random_streams",
             "ember.random_box_muller",

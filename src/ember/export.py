@@ -109,6 +109,20 @@ class ExportedProgram:
     graph_module = property(module)
 
     @property
+    def exported_module(self):
+        """The module (or function) the program captured: the snapshot taken at export."""
+        return self._module
+
+    @property
+    def input_signature(self) -> list:
+        """The `TensorSpec` of each argument (a dynamic size named by its Dim)."""
+        return list(self._specs)
+
+    @property
+    def input_names(self) -> list:
+        return list(self._names)
+
+    @property
     def graph(self):
         """The forward's captured graph at the signature (ember's ops; inputs: the user's
         arguments, then the parameters and buffers it reads)."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from . import symbolic_assumptions as assumptions
 from .errors import ShapeError
 
 __all__ = ["SymDim", "is_symbolic", "sym"]
@@ -326,9 +327,11 @@ class SymDim:
             return exact
         return NotImplemented
 
-    def ratio(self, other) -> Fraction | None:
+    def ratio(self, other, *, relied_on: bool = True) -> Fraction | None:
         """self / other when that is one number wherever every symbol is a multiple of ALIGNED
-        (a U-Net's ``2*(H//2)`` over ``H`` is 2), else None."""
+        (a U-Net's ``2*(H//2)`` over ``H`` is 2), else None. A ratio that holds for aligned
+        sizes only is recorded as an assumption (symbolic_assumptions.py) unless the caller
+        says it does not rely on it (``relied_on=False``: it checks the expressions itself)."""
         if not isinstance(other, SymDim):
             return None
         mine, theirs = dict(self._aligned()), dict(other._aligned())
@@ -336,7 +339,12 @@ class SymDim:
             return None
         mono = next(iter(theirs))
         r = Fraction(mine[mono], theirs[mono])
-        return r if all(mine[m] == r * c for m, c in theirs.items()) else None
+        if not all(mine[m] == r * c for m, c in theirs.items()):
+            return None
+        scaled_mine = {m: c * r.denominator for m, c in self._terms}
+        if relied_on and scaled_mine != {m: c * r.numerator for m, c in other._terms}:
+            assumptions.record("equal", other, self, r)  # (the ratio for aligned sizes only)
+        return r
 
     def _divide_exactly(self, other: SymDim):
         """self / other where other divides self as polynomials, or (a monomial ``c * m``
@@ -363,8 +371,13 @@ class SymDim:
         return quotient // div_c if quotient._aligned_multiple(div_c) else None
 
     def _aligned_multiple(self, k: int) -> bool:
-        """Whether k divides self wherever every symbol is a multiple of ALIGNED."""
-        return all(c % k == 0 for _, c in self._aligned())
+        """Whether k divides self wherever every symbol is a multiple of ALIGNED (recorded as
+        an assumption where it does not for every value of the symbols)."""
+        if not all(c % k == 0 for _, c in self._aligned()):
+            return False
+        if not all(c % k == 0 for _, c in self._terms):
+            assumptions.record("divides", k, self)
+        return True
 
     def __mod__(self, other):
         """0 when the division is exact wherever every symbol is a multiple of ALIGNED (the
@@ -422,7 +435,12 @@ class SymDim:
 
     def __eq__(self, other) -> bool:
         if isinstance(other, SymDim):
-            return self._terms == other._terms or self._aligned() == other._aligned()
+            if self._terms == other._terms:
+                return True
+            if self._aligned() != other._aligned():
+                return False
+            assumptions.record("equal", self, other)  # (equal for aligned sizes only)
+            return True
         return False  # never equal to a concrete size (in particular, never 1)
 
     def __ne__(self, other) -> bool:

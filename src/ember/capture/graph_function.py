@@ -192,6 +192,9 @@ class GraphFunction:
         self._graphs = None
         self._memory_plan = None
         self._state_guard = None  # (argument names, the state's key when traced): guard_state
+        # the size equalities a trace over symbolic sizes took (a SizeCheck, set by
+        # capture/trace.py), checked on every call; None where it took none
+        self.check_sizes = None
         self._scratch: dict = {}  # the kernel scratch the latest call keeps (key -> bytes)
         # bytes the trace and compile left allocated (capture/trace.py measures them while
         # tracemalloc traces; None: not measured, `memory_layout` estimates them)
@@ -351,6 +354,8 @@ class GraphFunction:
     # ------------------------------------------------------------------------------ running
     def run(self, leaves: list):
         """Run on the tensor arguments ``leaves`` (already checked) and apply the writebacks."""
+        if self.check_sizes is not None:  # (a graph over symbolic sizes: capture/size_checks.py)
+            self.check_sizes(leaves)
         if self._feed_sources is not None:  # (arguments and captured tensors only)
             sources = self._feed_sources[:]
             for i, j in self._feed_args:

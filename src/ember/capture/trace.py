@@ -37,6 +37,7 @@ from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
 from ..runtime.executors import DEFAULT_EXECUTOR
+from ..symbolic_assumptions import recording
 from ..tensor import Tensor
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
@@ -52,13 +53,25 @@ from .call import (
 from .compile import DEFAULT_OPT_LEVEL, CompileOptions
 from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
+from .size_checks import SizeCheck
 from .state import ARRAY_GUARD_LIMIT, check_found, discover, state_aliases, watching_grad_reads
 from .writebacks import Snapshot, plan_writebacks
 
 __all__ = ["capture_call", "trace"]
 
 
-def capture_call(
+def capture_call(fn, args, kwargs, **options) -> GraphFunction:
+    """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (`_capture_call`), recording
+    the size equalities the trace and the passes took for symbolic sizes, which every call of
+    the result then checks (capture/size_checks.py)."""
+    with recording() as assumed:
+        compiled = _capture_call(fn, args, kwargs, **options)
+    if assumed:
+        compiled.check_sizes = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
+    return compiled
+
+
+def _capture_call(
     fn,
     args,
     kwargs,

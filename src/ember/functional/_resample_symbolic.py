@@ -30,7 +30,7 @@ def whole_factor(n_in, n_out, mode: str, align_corners) -> int | None:
     (a mode without align_corners); None where the taps follow the output size instead (the
     factor is no whole number, or the output size another expression, equal to ``k * n_in``
     only for aligned sizes: ``size=skip.shape`` of ``H`` from ``H // 2``)."""
-    ratio = n_out.ratio(n_in) if isinstance(n_out, SymDim) else None
+    ratio = n_out.ratio(n_in, relied_on=False) if isinstance(n_out, SymDim) else None
     if align_corners or ratio is None or ratio.denominator != 1 or ratio < 1:
         return None
     return int(ratio) if n_out._terms == (n_in * int(ratio))._terms else None

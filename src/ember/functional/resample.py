@@ -29,7 +29,7 @@ from ..ops._util import fmt_shape, refuse_complex
 from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
 from ..ops.resample import LINEAR_RESAMPLE
-from ..symbolic import SymDim
+from ..symbolic import SymDim, is_symbolic
 from . import _resample_symbolic as _symbolic
 from ._common import float_input
 
@@ -435,17 +435,25 @@ def affine_grid(theta, size, align_corners: bool | None = None):
     t = to_tensor(theta)
     if not t.dtype.is_floating_point:
         raise DTypeError(f"theta must be floating point, got {t.dtype}", op="affine_grid")
-    size = [int(s) for s in size]
+    # (the batch may be a symbolic size, a graph's dynamic batch: the grid is a product by
+    # theta; the spatial sizes make the NumPy base grid, so they must be numbers)
+    size = [s if is_symbolic(s) else int(s) for s in size]
     spatial = len(size) - 2
     if spatial not in (2, 3):
         raise ArgumentError(f"affine_grid: size must have 4 or 5 entries, got {size}")
+    if any(is_symbolic(s) for s in size[1:]):
+        raise ShapeError(
+            f"affine_grid: the sizes after the batch must be numbers while a graph is built, "
+            f"got {tuple(str(s) for s in size)}; give the image fixed spatial sizes",
+            op="affine_grid",
+        )
     if t.ndim != 3 or tuple(t.shape[1:]) != (spatial, spatial + 1) or t.shape[0] != size[0]:
         raise ShapeError(
             f"expected a batch of {size[0]} affine matrices of shape ({spatial}, {spatial + 1}) "
             f"for size {tuple(size)}, got theta of shape {fmt_shape(t.shape)}",
             op="affine_grid",
         )
-    if min(size) <= 0:
+    if min(s for s in size if not is_symbolic(s)) <= 0:
         raise ArgumentError(f"affine_grid: expected a positive output size, got {size}")
     if align_corners and min(size[2:]) == 1:
         warnings.warn(

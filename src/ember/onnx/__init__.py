@@ -40,6 +40,13 @@ def export(target, path=None, *example_inputs, input_signature=None, opset=None,
     from . import torch_convention
     from .exporter import export as _export
 
+    if path is None or not torch_convention.is_destination(path) and not example_inputs:
+        # export(model, args) or export(model, args, dynamo=True): PyTorch's ONNXProgram
+        if not torch_convention.is_destination(kwargs.get("f")):
+            args = kwargs.pop("args", path if path is not None else ())
+            kwargs.pop("f", None)
+            options = dict(kwargs, input_signature=input_signature, opset=opset)
+            return torch_convention.export(_export, target, args, None, options)
     if "args" in kwargs or "f" in kwargs:  # PyTorch's keywords
         args = kwargs.pop("args", path if path is not None else ())
         f = kwargs.pop("f", example_inputs[0] if example_inputs else None)

@@ -66,6 +66,10 @@ class Converter:
     # positions of inputs that are state, not weights (BatchNormalization's running
     # statistics): a trainable import makes such initializers buffers, not Parameters
     state_inputs: tuple = ()
+    # positions of inputs the converter reads as numbers that set the output's shape (Resize's
+    # scales, Range's bounds): no gradient reaches them, so a trainable import keeps such
+    # initializers constants, not Parameters
+    static_inputs: tuple = ()
 
 
 CONVERTERS: dict[tuple[str, str], list[Converter]] = {}
@@ -79,6 +83,7 @@ def converter(
     random: bool = False,
     fold=True,
     state_inputs: tuple = (),
+    static_inputs: tuple = (),
 ):
     """Register ``fn(ctx, *inputs)`` for ``op_type`` from opset ``since`` on (several
     registrations of one op: the newest whose ``since`` the model's opset reaches is used)."""
@@ -86,7 +91,9 @@ def converter(
     def wrap(fn):
         names = (op_type,) if isinstance(op_type, str) else tuple(op_type)
         for name in names:
-            entry = Converter(domain, name, since, fn, random, fold, tuple(state_inputs))
+            entry = Converter(
+                domain, name, since, fn, random, fold, tuple(state_inputs), tuple(static_inputs)
+            )
             versions = CONVERTERS.setdefault((domain, name), [])
             versions.append(entry)
             versions.sort(key=lambda c: c.since)

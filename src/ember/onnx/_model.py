@@ -360,19 +360,42 @@ def attribute_value(attr, where: str):
 
 
 def sparse_to_array(sparse, where: str) -> np.ndarray:
+    """A SparseTensorProto as a dense array: its dims checked (non-negative, within what ember
+    reads), its indices ((nnz,) linear or (nnz, rank) coordinates) inside them and as many as
+    its values."""
+    name = sparse.values.name
     values = tensor_to_array(sparse.values, where)
-    indices = tensor_to_array(sparse.indices, where).astype(np.int64)
+    indices = tensor_to_array(sparse.indices, where)
     dims = [int(d) for d in sparse.dims]
+    if any(d < 0 for d in dims):
+        raise OnnxError(f"{where}: sparse tensor {name!r} declares a negative dimension {dims}")
+    count = int(np.prod(dims, dtype=object)) if dims else 1
+    # (the dense array is allocated here, whatever the file carries: within the memory)
+    limit = min(MAX_TENSOR_BYTES, memory_bytes())
+    if count * values.dtype.itemsize > limit:
+        raise OnnxError(
+            f"{where}: sparse tensor {name!r} declares shape {dims} "
+            f"({count * values.dtype.itemsize} bytes dense), more than ember reads ({limit})"
+        )
+    if indices.dtype.kind not in "iu":
+        raise OnnxError(f"{where}: sparse tensor {name!r} has {indices.dtype} indices")
+    nnz = values.reshape(-1).size
+    linear = indices.ndim == 1 and indices.size == nnz
+    coordinates = indices.ndim == 2 and indices.shape == (nnz, len(dims))
+    if not (linear or coordinates):
+        raise OnnxError(
+            f"{where}: sparse tensor {name!r} has indices of shape {indices.shape} for {nnz} "
+            f"values of a rank-{len(dims)} tensor (expected ({nnz},) or ({nnz}, {len(dims)}))"
+        )
+    indices = indices.astype(np.int64)
+    bounds = np.asarray(dims, np.int64)
+    outside = (indices < 0) | (indices >= (count if linear else bounds))
+    if outside.any():
+        raise OnnxError(f"{where}: sparse tensor {name!r} has indices outside its shape {dims}")
     dense = np.zeros(dims, dtype=values.dtype)
-    if values.size:
-        flat = dense.reshape(-1)
-        if indices.ndim == 1:
-            positions = indices
-        else:
-            positions = np.ravel_multi_index(tuple(indices.T), dims)
-        if positions.min() < 0 or positions.max() >= flat.size:
-            raise OnnxError(f"{where}: sparse tensor indices lie outside its shape {dims}")
-        flat[positions] = values.reshape(-1)
+    if nnz:
+        positions = indices if linear else np.ravel_multi_index(tuple(indices.T), dims)
+        dense.reshape(-1)[positions] = values.reshape(-1)
     return dense
 
 

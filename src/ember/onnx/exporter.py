@@ -18,7 +18,9 @@ What is written:
   optimizer buffers, scheduled hyperparameters) are inputs whose initializers hold today's
   values, and what it writes back are extra outputs after the function's own. The model's
   ``metadata_props`` entry ``ember.updates`` (JSON) maps each such output to the input it
-  updates, so a runtime can feed one step's outputs to the next.
+  updates, so a runtime can feed one step's outputs to the next. ``ember.size_assumptions``
+  (JSON) lists the size equalities a capture over symbolic sizes took for aligned sizes only
+  (``2*(H//2) == H``): the sizes a runtime may feed are those that keep them.
 * **Checks.** The model passes ``onnx.checker.check_model(full_check=True)``, and ONNX's
   shape inference must give every written value the dtype (and every static size) ember's
   types give it: a rule that would write something else is an error, not a wrong file.
@@ -169,8 +171,15 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
         # the oldest IR version that has this opset: what the most runtimes read
         ir_version=onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)]),
     )
+    props = {}
     if updates:
-        onnx.helper.set_model_props(model, {"ember.updates": json.dumps(updates)})
+        props["ember.updates"] = json.dumps(updates)
+    if plan.size_assumptions:
+        # (the file computes its sizes as if these held: a runtime given sizes that break one
+        # fails, or computes what the model never meant; ember's own function refuses them)
+        props["ember.size_assumptions"] = json.dumps([str(a) for a in plan.size_assumptions])
+    if props:
+        onnx.helper.set_model_props(model, props)
     small = sum(t.ByteSize() for t in model.graph.initializer) <= _LIMIT
     if small:
         _check(onnx, model, writer)
@@ -198,6 +207,8 @@ class _Plan:
         self.updates = updates  # output position -> input position it updates
         self.extra_names = extra_names  # output position -> name hint (state outputs)
         self.state_inputs = state_inputs  # whether state inputs are model inputs too
+        # the size equalities the capture took for aligned symbolic sizes (symbolic_assumptions)
+        self.size_assumptions: tuple = ()
 
 
 def _capture(target, example_inputs, input_signature) -> _Plan:
@@ -217,7 +228,10 @@ def _capture(target, example_inputs, input_signature) -> _Plan:
         )
     else:
         traced, leaves, reach = _trace(target, example_inputs, input_signature)
-    return _plan_of(traced, leaves, reach)
+    plan = _plan_of(traced, leaves, reach)
+    if traced.check_sizes is not None:
+        plan.size_assumptions = traced.check_sizes.assumptions
+    return plan
 
 
 def _trace(target, example_inputs, input_signature):

@@ -44,6 +44,7 @@ from ._convert import (
     supported_dtype,
     to_tensor,
 )
+from ._export_roles import BUFFER, CONSTANT, PARAMETER, initializer_roles, layout_copies
 from ._model import (
     ModelSource,
     attribute_value,
@@ -560,6 +561,22 @@ def _state_inputs(runner: GraphRunner) -> set:
     return names - {""}
 
 
+def _static_only(runner: GraphRunner) -> set:
+    """Names the graph (and its subgraphs) reads only where an operator's converter takes
+    numbers that set a shape (`Converter.static_inputs`: Resize's scales, Range's bounds)."""
+    static, other = set(), set()
+
+    def walk(r: GraphRunner) -> None:
+        for node, _label, _attrs, _opset, conv in r.steps:
+            for i, name in enumerate(node.input):
+                (static if i in conv.static_inputs else other).add(name)
+        for sub in r._subgraphs.values():
+            walk(sub)
+
+    walk(runner)
+    return static - other - {""}
+
+
 def _identity_roots(runner: GraphRunner, names: set) -> dict:
     """Each of ``names`` that Identity nodes copy from an initializer, with that initializer.
     PyTorch's exporter writes one initializer for equal tensors and Identity nodes for the
@@ -621,7 +638,10 @@ class OnnxModule(Module):
     Parameters (``named_parameters()`` uses the initializers' names, with characters a
     Module attribute cannot hold replaced by ``_``), except BatchNormalization's running
     statistics, which are buffers (a model's BatchNormalization nodes say whether they
-    normalize with them or with the batch's); the others stay constants. ``forward`` runs the
+    normalize with them or with the batch's), and, in a file ``torch.export`` wrote, what its
+    signature says are buffers or the program's constants (onnx/_export_roles.py); those
+    read only as numbers that set a shape (Resize's scales, Range's bounds) and the others
+    stay constants. ``forward`` runs the
     model eagerly; wrap a training step in ``ember.function`` to capture it."""
 
     def __init__(self, source: ModelSource):
@@ -635,18 +655,30 @@ class OnnxModule(Module):
         state_only, copies = _state_copies(runner, statistics)
         statistics |= state_only
         object.__setattr__(self, "_state_copies", {})
+        roles = initializer_roles(source.proto.graph, runner.initializers) or {}
+        shape_numbers = _static_only(runner)
+        # folded copies of a weight the file also holds (a tied weight, transposed): computed
+        # from it on each call (onnx/_export_roles.py)
+        copies_of = layout_copies(source.proto.graph, runner.initializers) if roles else {}
+        object.__setattr__(self, "_layout_copies", {})
         for name, array in runner.initializers.items():
             if array.dtype.kind != "f" or not supported_dtype(array.dtype):
+                continue
+            if roles.get(name) == CONSTANT or name in shape_numbers:
+                continue
+            source_name = copies_of.get(name, (None,))[0]
+            if roles.get(source_name) == PARAMETER and source_name not in shape_numbers:
+                self._layout_copies[name] = copies_of[name]
                 continue
             attr = re.sub(r"\W", "_", name) or "param"
             if attr[0].isdigit():
                 attr = "p_" + attr
-            while attr in used:
+            while attr in used or hasattr(self, attr):  # ("half", "to": Module's own names)
                 attr += "_"
             used.add(attr)
             self._param_names[name] = attr
             value = _reg.eager_constant(array.copy())
-            if name in statistics:
+            if name in statistics or roles.get(name) == BUFFER:
                 self.register_buffer(attr, value)
             else:
                 self.register_parameter(attr, Parameter(value))
@@ -666,6 +698,9 @@ class OnnxModule(Module):
         runner = self._runner
         values, overrides = _bind(runner, args, dict(kwargs), self._source.name)
         params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
+        for name, (source, (how, arg)) in self._layout_copies.items():
+            weight = params[source]
+            params[name] = weight.permute(*arg) if how == "transpose" else weight.reshape(arg)
         params.update(overrides)
         pinned = {name: getattr(self, attr) for name, attr in self._state_copies.items()}
         outs = runner.run(values, params=params, pinned=pinned)

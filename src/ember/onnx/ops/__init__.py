@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     contrib,
     contrib_attention,
     contrib_nchwc,
+    contrib_qlinear_arith,
     contrib_quant,
     control,
     elementwise,

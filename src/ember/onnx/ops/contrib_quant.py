@@ -1,10 +1,11 @@
 """onnxruntime's quantized contrib operators (``com.microsoft``), as onnxruntime.quantization
 writes them: QGemm (``quantize_static`` in the QOperator format, and the QDQ format once
 optimized), DynamicQuantizeMatMul and MatMulIntegerToFloat (``quantize_dynamic`` once
-optimized), the QLinear forms QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
-QLinearConcat, QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool, QLinearWhere and
-QLinearReduceMean (``quantize_static`` in the QOperator format), and DynamicQuantizeLSTM
-(``quantize_dynamic`` of an LSTM).
+optimized), the QLinear forms QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
+QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool, QLinearWhere and
+QLinearReduceMean (``quantize_static`` in the QOperator format; QLinearAdd and QLinearMul,
+rounded as onnxruntime's kernels round them, are contrib_qlinear_arith.py's), and
+DynamicQuantizeLSTM (``quantize_dynamic`` of an LSTM).
 
 Integer products are exact int32 matmuls (onnx/ops/quant.py's), dequantized in float32; the
 QLinear elementwise forms dequantize, compute in float32 and quantize back (rint, saturated),
@@ -101,18 +102,6 @@ def _dynamic_quantize_matmul(ctx, a, b, b_scale, b_zp=None, bias=None):
     """A quantized to uint8 as DynamicQuantizeLinear does, then MatMulIntegerToFloat."""
     qa, a_scale, a_zp = _dynamic_quantize_linear(ctx, a)
     return _float_matmul(ctx, qa, b, a_scale, b_scale, a_zp, b_zp, bias)
-
-
-def _qlinear_binary(fn):
-    def convert(ctx, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp=None):
-        y = fn(_dequantize(ctx, a, a_scale, a_zp), _dequantize(ctx, b, b_scale, b_zp))
-        return _quantize(ctx, y, c_scale, c_zp, dtype_np(a))
-
-    return convert
-
-
-converter("QLinearAdd", 1, domain=_MS)(_qlinear_binary(lambda x, y: x + y))
-converter("QLinearMul", 1, domain=_MS)(_qlinear_binary(lambda x, y: x * y))
 
 
 def _qlinear_unary(fn):

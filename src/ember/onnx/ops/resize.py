@@ -341,7 +341,7 @@ def _float_list(ctx, value, what):
     return array if array.size else None
 
 
-@converter("Resize", 10)
+@converter("Resize", 10, static_inputs=(1,))
 def _resize_10(ctx, x, scales):
     mode = ctx.attr("mode", "nearest")
     how = "asymmetric"
@@ -357,7 +357,7 @@ def _resize_10(ctx, x, scales):
     )
 
 
-@converter("Resize", 11)
+@converter("Resize", 11, static_inputs=(1, 2, 3))
 def _resize_11(ctx, x, roi=None, scales=None, sizes=None):
     mode = ctx.attr("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic"):
@@ -386,7 +386,7 @@ def _resize_11(ctx, x, roi=None, scales=None, sizes=None):
     )
 
 
-@converter("Upsample", 7)
+@converter("Upsample", 7, static_inputs=(1,))
 def _upsample(ctx, x, scales=None):
     if ctx.opset < 9:
         scale_list = np.asarray(ctx.attr("scales"), np.float64)

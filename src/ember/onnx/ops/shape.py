@@ -317,7 +317,7 @@ def _constant_of_shape(ctx, shape):
     return E.full(dims, value.reshape(-1)[0].item(), dtype=ember_dtype(value.dtype, ctx.label))
 
 
-@converter("Range", 11)
+@converter("Range", 11, static_inputs=(0, 1, 2))
 def _range(ctx, start, limit, delta):
     want = dtype_np(start)
     scalars = [ctx.static(v, "Range's bounds").reshape(-1) for v in (start, limit, delta)]

@@ -1,0 +1,95 @@
+"""The size equalities a graph over symbolic sizes was built on, recorded so every call checks them.
+
+symbolic.py decides that two sizes are equal when they agree wherever every symbol is a
+multiple of `ALIGNED` (a U-Net's ``2*(H//2)`` is its ``H``), and that a division is exact on
+the same grounds. A graph traced with such a decision holds it for every size: called at an
+``H`` where it is false (an odd image), a kernel would meet operands whose shapes disagree and
+fail with NumPy's own error, or compute something the model never meant. So each decision taken
+while a graph is captured is recorded (`recording`) as an `Assumption`, and the captured
+function checks them against the sizes of each call (`first_broken`), refusing the call with
+an error naming the sizes and the assumption.
+
+Recording costs nothing outside a capture, and only the decisions that needed the alignment
+(sizes with the same expression are equal at every size) are recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = ["Assumption", "first_broken", "record", "recording"]
+
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions", default=None)
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """``left * ratio == right`` (``kind == "equal"``) or ``right`` a multiple of ``left``
+    (``kind == "divides"``), for sizes that are ints or SymDims."""
+
+    kind: str
+    left: object
+    right: object
+    ratio: Fraction = Fraction(1)
+
+    def symbols(self) -> set:
+        return set().union(*(getattr(v, "symbols", set)() for v in (self.left, self.right)))
+
+    def holds(self, bindings: dict) -> bool:
+        left, right = _value(self.left, bindings), _value(self.right, bindings)
+        if self.kind == "divides":
+            return left != 0 and right % left == 0
+        return left * self.ratio == right
+
+    def __str__(self) -> str:
+        if self.kind == "divides":
+            return f"{self.left} divides {self.right}"
+        scale = "" if self.ratio == 1 else f"{self.ratio} * "
+        return f"{scale}{self.left} == {self.right}"
+
+    def describe(self, bindings: dict) -> str:
+        left, right = _value(self.left, bindings), _value(self.right, bindings)
+        if self.kind == "divides":
+            return f"{self.left} divides {self.right} (here {left} and {right})"
+        scale = "" if self.ratio == 1 else f"{self.ratio} * "
+        return f"{scale}{self.left} == {self.right} (here {scale}{left} and {right})"
+
+
+def _value(size, bindings: dict) -> int:
+    return size if isinstance(size, int) else size.evaluate(bindings)
+
+
+def record(kind: str, left, right, ratio: Fraction = Fraction(1)) -> None:
+    """Note one decision that relied on the alignment, if a capture is recording."""
+    found = _ACTIVE.get()
+    if found is not None:
+        found.setdefault((kind, str(left), str(right), ratio), Assumption(kind, left, right, ratio))
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect the assumptions made inside the block; yields the list they end up in (filled
+    when the block exits). Nested blocks each see their own and pass them to the outer one."""
+    found: dict = {}
+    token = _ACTIVE.set(found)
+    result: list = []
+    try:
+        yield result
+    finally:
+        _ACTIVE.reset(token)
+        result.extend(found.values())
+        outer = _ACTIVE.get()
+        if outer is not None:
+            outer.update(found)
+
+
+def first_broken(assumptions, bindings: dict) -> Assumption | None:
+    """The first assumption that fails for these symbol sizes (those whose every symbol is
+    bound), else None."""
+    for assumption in assumptions:
+        if assumption.symbols() <= bindings.keys() and not assumption.holds(bindings):
+            return assumption
+    return None
