@@ -571,13 +571,14 @@ def concat(tensors, dim=0, *, axis=None):
     # it stays in the result's history, which then requires grad when it does). Only ranks
     # that differ can call for it (every torch.cat passes here: the common case costs a list)
     mixed = ndims.count(ndims[0]) != len(ndims)
-    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors] if mixed else None
+    legacy = [t.ndim == 1 and t.shape[0] == 0 for t in tensors] if mixed or ndims[0] == 1 else None
     model = next((t for t, skip in zip(tensors, legacy) if not skip), None) if mixed else None
     if model is not None and model.ndim != 1:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
         tensors = [E.reshape(t, empty) if skip else t for t, skip in zip(tensors, legacy)]
-    if all(legacy):  # (only such tensors: PyTorch joins them whatever the dim, unchecked)
+    if legacy is not None and all(legacy):  # (only such tensors: PyTorch joins them
+        # whatever the dim, unchecked)
         a = 0
     else:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
