@@ -301,6 +301,9 @@ def _permute_vjp(c, g):
 
 
 def _onnx_permute(e):
+    if not e.attrs["dims"]:  # (a 0-d tensor's permutation: the value itself; an empty perm
+        # list has no attribute type ONNX could record)
+        return e.node("Identity", e.inputs)
     return e.node("Transpose", e.inputs, perm=list(e.attrs["dims"]))
 
 
