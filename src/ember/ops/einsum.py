@@ -9,9 +9,14 @@ one size.
 
 The VJP of each operand is one more einsum of the output gradient with the other operands.
 Letters that the operand repeats (a diagonal, ``"ii->i"``) are renamed apart and tied by identity
-matrices; letters that only that operand has (summed out, ``"ij->"``) are broadcast back. The
-kernel is ``np.einsum`` with a contraction path cached per equation and shapes, so pairwise
-contractions run as BLAS GEMMs.
+matrices; letters that only that operand has (summed out, ``"ij->"``) are broadcast back.
+
+The kernel contracts the operands pair by pair in np.einsum_path's order (cached per equation
+and shapes), each pair with rows, columns and a sum as one batched product of contiguous
+operands (`_contracted`: np.matmul in the NumPy kernel, ember's GEMM in the fast rule), a
+product of vectors by np.einsum's own loop; np.einsum contracts a pair that shares a batch
+label in an unblocked loop. An equation that repeats a letter within a term (a diagonal) is
+np.einsum's whole.
 """
 
 from __future__ import annotations

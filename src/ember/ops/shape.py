@@ -580,9 +580,8 @@ def concat(tensors, dim=0, *, axis=None):
         a = normalize_axis("concat", pick_axis(dim, axis, 0), model.ndim)
         empty = tuple(0 if i == a else s for i, s in enumerate(model.shape))
         tensors = [E.reshape(t, empty) if skip else t for t, skip in zip(tensors, legacy)]
-    if legacy is not None and all(legacy):  # (only such tensors: PyTorch joins them
-        # whatever the dim, unchecked)
-        a = 0
+    if legacy is not None and all(legacy):
+        a = 0  # (only such tensors: PyTorch joins them whatever the dim, unchecked)
     else:
         a = normalize_axis("concat", pick_axis(dim, axis, 0), tensors[0].ndim)
     if len(tensors) == 1:
