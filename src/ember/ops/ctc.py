@@ -136,9 +136,9 @@ def _emissions(lp_all, ext, real):
     return emit
 
 
-def _alphas(emit, skip, real):
-    """log alpha of every sequence at once, (T, N, L): the recursion of `_alpha`, each
-    sequence's values read only before its input length ends."""
+def _alphas(emit, skip):
+    """log alpha of every sequence at once, (T, N, L) (padding stays -inf: its emissions are),
+    each sequence's values read only before its input length ends."""
     steps, n, width = emit.shape
     alpha = np.full((max(steps, 1), n, width), _NEG_INF)
     if steps == 0:
@@ -200,7 +200,7 @@ def _kernel(log_probs, targets, input_lengths, target_lengths, *, blank, concate
     if not seqs:
         return np.empty(0, log_probs.dtype)
     ext, skip, real, sizes, lengths = _batch(seqs, blank)
-    out = _nlls(_alphas(_emissions(lp_all, ext, real), skip, real), sizes, lengths)
+    out = _nlls(_alphas(_emissions(lp_all, ext, real), skip), sizes, lengths)
     if zero_inf:
         out[np.isinf(out)] = 0.0
     return out.astype(log_probs.dtype)
@@ -221,7 +221,7 @@ def _backward_kernel(
         return out.astype(log_probs.dtype)
     ext, skip, real, sizes, lengths = _batch(seqs, blank)
     emit = _emissions(lp_all, ext, real)
-    alpha = _alphas(emit, skip, real)
+    alpha = _alphas(emit, skip)
     nll = _nlls(alpha, sizes, lengths)
     ab = alpha + _betas(emit, skip, sizes, lengths)  # (T, N, L)
     # per step and sequence, the log of the summed alpha * beta of each class's positions:
