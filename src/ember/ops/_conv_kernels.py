@@ -76,6 +76,17 @@ def _crop(p: Plan) -> tuple:
     return tuple(slice(0, o) for o in p.out_size)
 
 
+def _zero_garbage(a: np.ndarray, p: Plan, n: int) -> None:
+    """Zero the flat layout's garbage columns of ``a`` (..., N * m) in place. They are cropped
+    from outputs, but a product sums over them: 0 * nan is nan, so an input's or a weight's
+    non-finite value read there would reach gradients that PyTorch leaves finite."""
+    grid = a.reshape(a.shape[:-1] + (n,) + p.grid)
+    lead = (slice(None),) * (grid.ndim - len(p.grid))
+    for i, (g, o) in enumerate(zip(p.grid, p.out_size)):
+        if g != o:
+            grid[lead + (slice(None),) * i + (slice(o, None),)] = 0
+
+
 def _dense_input(x: np.ndarray, p: Plan) -> np.ndarray:
     """The dense layout's input: (C, margin + N * m + margin), channels outermost."""
     n, c = x.shape[:2]
@@ -161,6 +172,8 @@ def _fill_columns(cols: np.ndarray, x: np.ndarray, p: Plan, groups: int) -> None
             + tuple(st * s for st, s in zip(p.stride, ss))
         )
     np.copyto(cols.reshape(shape), as_strided(xp, shape, strides, writeable=False))
+    if p.layout == "flat" and p.grid != p.out_size:
+        _zero_garbage(cols, p, n)
 
 
 def _grid_to_nchw(y: np.ndarray, p: Plan, n: int, out: np.ndarray) -> None:
@@ -228,6 +241,8 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p: Plan, groups: int) -> np.n
     if p.layout == "dense":
         return _dense_col2im(gcols, p, n)
     if p.flat_len:
+        if p.grid != p.out_size:  # (a non-finite weight times their zero gradient)
+            _zero_garbage(gcols, p, n)
         acc = scratch("acc", (groups, cg, n, p.flat_len), grid.dtype)
         parts = gcols.reshape(groups, cg, kk, n, p.m)
         # the first kernel offset is 0: assign its part instead of clearing and adding
