@@ -6,7 +6,8 @@
 * adaptive_avg_pool1d/2d/3d: composites. Where every size divides evenly (the common case: a
   global pool) one reshape and one mean over every window's axes; otherwise averaging over
   such windows is separable, one dimension at a time: a reshape and a mean where the size
-  divides evenly, a matmul by the (L, out) averaging matrix where not.
+  divides evenly, each window's elements gathered, summed and divided where not (so a
+  non-finite input reaches only the windows that hold it, as in PyTorch).
 """
 
 from __future__ import annotations
@@ -194,13 +195,6 @@ def _adaptive_max_pool_nd(nd: int):
 # ------------------------------------------------------------------------ average pooling
 
 
-def _averaging_matrix(n: int, o: int, dtype) -> np.ndarray:
-    start, end = adaptive_windows(n, o)
-    cols = np.arange(n)
-    inside = (cols[None, :] >= start[:, None]) & (cols[None, :] < end[:, None])
-    return (inside / (end - start)[:, None]).astype(dtype.np)
-
-
 def _divides(o: int, n) -> bool:
     """Whether ``o`` divides the size ``n`` for every value of its symbols (not only under
     the alignment equality assumes: a window's size must not depend on it)."""
@@ -215,21 +209,28 @@ def _average_axis(x, axis: int, o: int):
         return x
     if _divides(o, n):  # equal, disjoint windows
         return E.mean(E.reshape(x, shape[:axis] + (o, n // o) + shape[axis + 1 :]), axis + 1)
-    # otherwise a product by the (o, n) averaging matrix along this axis, on x as it lies (no
-    # copy moving the axis): from the right along the last axis, else from the left of x seen
-    # as (outer, n, inner)
     if isinstance(n, SymDim):
         raise ShapeError(
             f"adaptive average pooling of the symbolic size {n} to {o}: its windows depend on "
             "the size's value; pool to 1 or give that dimension a fixed size",
             op="adaptive_avg_pool",
         )
-    matrix = _averaging_matrix(n, o, x.dtype)
-    if axis == len(shape) - 1:
-        return E.matmul(x, constant(matrix.T.copy()))
-    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
-    y = E.matmul(constant(matrix), E.reshape(x, (outer, n, inner)))
-    return E.reshape(y, shape[:axis] + (o,) + shape[axis + 1 :])
+    # windows of unequal sizes: each window's elements gathered into k slots (k the longest
+    # window; a shorter one repeats its last element), the repeats selected away, summed and
+    # divided by the window's size. (A product by an averaging matrix multiplies every element
+    # by the zeros of the windows it is not in: one nan or inf input made every output of its
+    # row nan, where PyTorch's kernel sums each window alone.)
+    start, end = adaptive_windows(n, o)
+    k = int((end - start).max())
+    slots = start[:, None] + np.arange(k)
+    index = np.minimum(slots, end[:, None] - 1).reshape(-1)
+    around = (1,) * axis, (1,) * (len(shape) - axis - 1)
+    inside = (slots < end[:, None]).reshape(around[0] + (o, k) + around[1])
+    sizes = (end - start).astype(x.dtype.np).reshape(around[0] + (o,) + around[1])
+    taken = E.index_select(x, axis, constant(index))
+    taken = E.reshape(taken, shape[:axis] + (o, k) + shape[axis + 1 :])
+    summed = E.sum(E.where(constant(inside), taken, 0.0), axis + 1)
+    return summed / constant(sizes)
 
 
 def _adaptive_avg_pool_nd(nd: int):
