@@ -127,9 +127,9 @@ def kl_div(
     if log_target:
         losses = E.exp(t) * (t - x)
     else:
-        # xlogy(t, t) is 0 where t == 0; the log reads 1 there so its gradient stays finite
-        positive = t > 0
-        losses = E.where(positive, t * E.log(E.where(positive, t, 1)), 0) - t * x
+        # PyTorch's xlogy(t, t) - t * x: 0 at t == 0, NaN at a negative t (and a NaN target
+        # gradient at t == 0, as PyTorch's)
+        losses = E.xlogy(t, t) - t * x
     if reduction == "batchmean":
         total = E.sum(losses)
         return total / x.shape[0] if x.ndim else total

@@ -285,7 +285,13 @@ def batch_norm(
         weight, bias = _filled(weight, channel, c, 1.0), _filled(bias, channel, c, 0.0)
         return apply(BATCH_NORM_EVAL, x, mean, var, weight, bias, eps=float(eps))
     n = numel(x.shape) // max(c, 1)
-    if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
+    if n == 0:
+        # an empty batch, as PyTorch's: an empty result, the running statistics unchanged,
+        # zero gradients for the affine parameters
+        around = (c,) + (1,) * (x.ndim - 2)
+        weight, bias = _filled(weight, channel, c, 1.0), _filled(bias, channel, c, 0.0)
+        return x * E.reshape(weight, around) + E.reshape(bias, around)
+    if isinstance(n, int) and n == 1:  # (a symbolic count has no value to check yet)
         raise ArgumentError(
             f"batch_norm: expected more than 1 value per channel when training, got input of "
             f"shape {fmt_shape(x.shape)}"
