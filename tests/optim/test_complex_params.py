@@ -20,6 +20,8 @@ OPTIMIZERS = [
     ("RAdam", dict(lr=0.1)),
     ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
     ("Adagrad", dict(lr=0.1)),
+    # each part's sum starts at the value (PyTorch's complex(value, value))
+    ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.1, weight_decay=0.1)),
     ("Adadelta", dict(lr=1.0)),
 ]
 
@@ -44,7 +46,9 @@ def _run(lib, name, kwargs, steps=4, capture=None):
     return losses, w.detach().numpy().copy(), b.detach().numpy().copy(), opt
 
 
-@pytest.mark.parametrize("name, kwargs", OPTIMIZERS, ids=[n for n, _ in OPTIMIZERS])
+@pytest.mark.parametrize(
+    "name, kwargs", OPTIMIZERS, ids=[f"{n}{i}" for i, (n, _) in enumerate(OPTIMIZERS)]
+)
 @pytest.mark.parametrize("capture", [None, ember.function], ids=["eager", "function"])
 def test_complex_parameters_move_as_pytorch_moves_them(name, kwargs, capture):
     want = _run(torch, name, kwargs)
@@ -70,7 +74,33 @@ def test_complex_state_round_trips_through_a_checkpoint(tmp_path):
     )
 
 
-def test_an_optimizer_with_its_own_step_refuses_complex():
-    w = ember.nn.Parameter(ember.ones(2, dtype=ember.complex64))
-    with pytest.raises(ember.optim.optimizer.OptimizerError, match="floating-point tensors"):
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_moves_complex_parameters_as_pytorch(line_search):
+    """LBFGS flattens a complex parameter into its real and imaginary parts, as PyTorch's."""
+    rng = np.random.default_rng(1)
+    start = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    target = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    results = []
+    for lib in (torch, ember):
+        w = lib.nn.Parameter(lib.tensor(start.copy()))
+        b = lib.nn.Parameter(lib.tensor(np.array([0.5, -0.25])))
+        opt = lib.optim.LBFGS([w, b], lr=0.5, max_iter=5, line_search_fn=line_search)
+        t = lib.tensor(target)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((w - t).abs() ** 2).sum() + (b * b).sum() * (w.real.sum() ** 2)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        results.append((w.detach().numpy().copy(), b.detach().numpy().copy()))
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_lbfgs_refuses_integer_parameters():
+    w = ember.ones(2, dtype=ember.int64)
+    with pytest.raises(ember.optim.optimizer.OptimizerError, match="floating-point or complex"):
         ember.optim.LBFGS([w])

@@ -66,7 +66,10 @@ class Adagrad(Optimizer):
     @staticmethod
     def _init_state(state: dict, p: Tensor, group: dict[str, Any]) -> None:
         state["step"] = new_step_counter()
-        state["sum"] = E.full_like(p, float(group["initial_accumulator_value"]))
+        value = float(group["initial_accumulator_value"])
+        # a complex parameter's parts are two real ones (optim/_complex.py): each part's sum
+        # starts at the value, as PyTorch's complex(value, value)
+        state["sum"] = E.full_like(p, complex(value, value) if p.dtype.is_complex else value)
 
     def _validate(self, group: dict[str, Any]) -> None:
         check_flags("Adagrad", group)

@@ -64,6 +64,7 @@ class LBFGS(Optimizer):
     `add_param_group` as by the constructor."""
 
     records_steps = False  # (see the module docstring)
+    takes_complex = True  # (a complex parameter is two real ones in the flat vectors)
 
     def __init__(
         self,
@@ -89,7 +90,8 @@ class LBFGS(Optimizer):
         }
         super().__init__(params, defaults)
         self._params = self.param_groups[0]["params"]
-        self._numel = sum(p.numel() for p in self._params)
+        # a complex parameter counts its real and imaginary parts, as PyTorch's
+        self._numel = sum(2 * p.numel() if p.dtype.is_complex else p.numel() for p in self._params)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         if self.param_groups:
@@ -117,18 +119,25 @@ class LBFGS(Optimizer):
 
     # ------------------------------------------------------------------ flat vector helpers
     def _gather_flat_grad(self) -> Tensor:
-        views = [
-            E.zeros(p.numel(), dtype=p.dtype) if p.grad is None else p.grad.reshape(-1)
-            for p in self._params
-        ]
+        views = []
+        for p in self._params:
+            view = E.zeros(p.numel(), dtype=p.dtype) if p.grad is None else p.grad.reshape(-1)
+            if view.dtype.is_complex:  # (real and imaginary parts side by side, as PyTorch's)
+                view = E.view_as_real(view).reshape(-1)
+            views.append(view)
         return E.cat(views, 0)
 
     def _add_grad(self, step_size, update: Tensor) -> None:
         offset = 0
         for p in self._params:
-            numel = p.numel()
+            if p.dtype.is_complex:
+                numel = 2 * p.numel()
+                part = E.view_as_complex(update[offset : offset + numel].reshape(*p.shape, 2))
+            else:
+                numel = p.numel()
+                part = update[offset : offset + numel].reshape(p.shape)
             # (PyTorch: p.add_(update, alpha=step_size))
-            p.add_(update[offset : offset + numel].reshape(p.shape) * step_size)
+            p.add_(part * step_size)
             offset += numel
 
     def _clone_param(self) -> list[Tensor]:

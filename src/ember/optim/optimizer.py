@@ -157,6 +157,9 @@ class Optimizer(HookMethods):
     # keys a compiled function on ``state`` (its buffers, and its plain Python values, which a
     # recorded step bakes in); if not, no graph reads the state and the key leaves it out
     records_steps: bool = True
+    # whether an optimizer with its own `step` takes complex parameters (the base `step` runs
+    # every rule on their real form, optim/_complex.py; LBFGS's flattens them itself)
+    takes_complex: bool = False
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
@@ -225,11 +228,13 @@ class Optimizer(HookMethods):
                     "use .detach().requires_grad_()",
                     op=op,
                 )
-            complex_ok = p.dtype.is_complex and type(self).step is Optimizer.step
+            complex_ok = p.dtype.is_complex and (
+                type(self).step is Optimizer.step or type(self).takes_complex
+            )
             if not p.dtype.is_floating_point and not complex_ok:
                 what = (
                     "floating-point or complex"
-                    if type(self).step is Optimizer.step
+                    if type(self).step is Optimizer.step or type(self).takes_complex
                     else ("floating-point")
                 )
                 raise OptimizerError(
