@@ -27,6 +27,7 @@ INTERNAL = {
         "hardtanh_backward",
         "layer_norm_backward",
         "leaky_relu_backward",
+        "log_sigmoid_backward",
         "log_softmax_backward",
         "softmax_backward",
         "sigmoid_backward",

@@ -91,7 +91,7 @@ SAME_SHAPE = {
     "sigmoid_backward",
     "tanh_backward",
 }
-SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
+SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward", "log_sigmoid_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
 TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
