@@ -493,6 +493,18 @@ def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, f
     )
 
 
+def _measured_wide(key: tuple, m: int, geometry: tuple, counted: bool, wide, rows) -> bool:
+    """Whether an eager forward or input gradient runs the channels-wide kernels: where they
+    apply, the counted choice unless the other way measured clearly faster on this geometry's
+    first call (kernels/cdepthwise_choice.py; the two give the same bits)."""
+    from . import cdepthwise_choice, cpool
+
+    if m != 1 or geometry[0] not in _C:
+        return False
+    threads = cpool.get_num_threads()
+    return cdepthwise_choice.wide_runs(key + (threads,), counted, wide, rows, threads)
+
+
 def _frame(out_size, kernel, stride, dilation) -> tuple:
     """The extent of the framed input that the output reads."""
     return tuple(
@@ -520,25 +532,32 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     fh, fw = _frame(out_size, kernel, stride, dilation)
     m = w.shape[0] // cin
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]) and (
-        cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
-    ):
+    counted = _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0])
+
+    def wide():
+        return cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
+
+    def rows():
+        fns["dw_forward"](
+            data_address(x),
+            data_address(w),
+            data_address(y),
+            pool,
+            n,
+            cin,
+            m,
+            *in_size,
+            *out_size,
+            *lo,
+            fh,
+            fw,
+            None if bias is None else data_address(bias),
+        )
+
+    key = ("forward", x.shape, w.shape, geometry, lo, bias is None)
+    if _measured_wide(key, m, geometry, counted, wide, rows) and wide():
         return y
-    fns["dw_forward"](
-        data_address(x),
-        data_address(w),
-        data_address(y),
-        pool,
-        n,
-        cin,
-        m,
-        *in_size,
-        *out_size,
-        *lo,
-        fh,
-        fw,
-        None if bias is None else data_address(bias),
-    )
+    rows()
     return y
 
 
@@ -612,27 +631,34 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     geometry = (gy.dtype, kernel, stride, dilation)
     op = "gather" if gather else "scatter"
     top = shift[0] if gather else lo[0]
-    if _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top) and (
-        cdepthwise_wide.input_grad(
+    counted = _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top)
+
+    def wide():
+        return cdepthwise_wide.input_grad(
             gy, w, gx, geometry, in_size, out_size, shift if gather else lo, (fh, fw), gather, bias
         )
-    ):
+
+    def rows():
+        fn(
+            data_address(gy),
+            data_address(w),
+            data_address(gx),
+            pool,
+            n,
+            cin,
+            m,
+            *in_size,
+            *out_size,
+            *lo,
+            fh,
+            fw,
+            None if bias is None else data_address(bias),
+        )
+
+    key = (op, gy.shape, w.shape, tuple(p.in_size), geometry, lo, bias is None)
+    if _measured_wide(key, m, geometry, counted, wide, rows) and wide():
         return gx
-    fn(
-        data_address(gy),
-        data_address(w),
-        data_address(gx),
-        pool,
-        n,
-        cin,
-        m,
-        *in_size,
-        *out_size,
-        *lo,
-        fh,
-        fw,
-        None if bias is None else data_address(bias),
-    )
+    rows()
     return gx
 
 
