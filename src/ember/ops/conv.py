@@ -464,10 +464,13 @@ def _input_grad_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
-    # torch's convolution_backward counts the weight gradient as a convolution over all input
-    # channels (it does not divide by groups); we count the same so the tools agree with it
+    # each weight (cout, cin / groups, *kernel) sums a product per sample and output position:
+    # the forward's multiply-adds. (torch.utils.flop_counter counts this gradient over all
+    # input channels, groups times too many: a depthwise layer's weight gradient C times its
+    # forward; its forward and input-gradient counts divide by groups, as these do.)
     x, gy = in_types
-    flops = 2 * x.shape[0] * x.shape[1] * gy.shape[1] * numel(gy.shape[2:])
+    cin = x.shape[1] // attrs.get("groups", 1)
+    flops = 2 * x.shape[0] * cin * gy.shape[1] * numel(gy.shape[2:])
     flops *= numel(attrs["kernel_size"])
     return Cost(flops, io_bytes(in_types, out_types))
 
