@@ -662,6 +662,27 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     return gx
 
 
+def _weight_grad_wide(g: tuple, dtype, x_shape: tuple, cout: int) -> bool:
+    """Whether the weight gradient of geometry ``g`` (`_geometry`'s) runs the channels-wide
+    kernels (the count: both ways round differently, so no timing picks between them)."""
+    _, kernel, stride, dilation, in_size, out_size, lo = g
+    n, cin = x_shape[:2]
+    frame = _frame(out_size, kernel, stride, dilation)
+    geometry = (np.dtype(dtype), kernel, stride, dilation)
+    return _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, frame, lo[0])
+
+
+def weight_grad_wide(x_shape: tuple, gy_shape: tuple, p, groups: int, dtype) -> bool:
+    """Whether `conv_weight_grad` of operands of these shapes and ``dtype`` runs the
+    channels-wide kernels, which allocate only a float32 gradient for 16-bit operands (the
+    workspace rule's question: ops/conv.py)."""
+    dtype = np.dtype(dtype)
+    x, gy = (np.broadcast_to(np.zeros((), dtype), s) for s in (x_shape, gy_shape))
+    w_shape = (gy_shape[1], x_shape[1] // groups) + tuple(p.kernel)
+    g = _geometry(x, gy, p, groups, x_shape[1], w_shape)
+    return g is not None and _weight_grad_wide(g, dtype, x_shape, gy_shape[1])
+
+
 def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     """The depthwise ``conv_weight_grad(x, gy)`` of plan ``p``, or None."""
     cout = gy.shape[1]
@@ -674,7 +695,7 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     n, cin = x.shape[:2]
     fh, fw = _frame(out_size, kernel, stride, dilation)
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
+    if _weight_grad_wide(g, x.dtype, x.shape, cout):
         gw = np.empty(w_shape, np.float32 if x.dtype in _HALF else x.dtype)
         if cdepthwise_wide.weight_grad(x, gy, gw, geometry, in_size, out_size, lo, (fh, fw)):
             return gw.astype(x.dtype, copy=False)  # (16 bits: rounded once from float32's)
