@@ -65,3 +65,23 @@ def test_other_dtypes_decline():
     assert (
         ccdist.cdist_backward(np.ones((1, 2, 2), np.float16), a, a, a[..., :2], 1.0, "one") is None
     )
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_pdist_through_the_direct_op_matches_pytorch(p):
+    # eager pdist: every pair by cdist_direct, then the pairs i < j (a duplicated row: a zero
+    # distance, gradient 0 there)
+    torch = pytest.importorskip("torch")
+    import ember
+
+    rng = np.random.default_rng(int(p * 10) if p < 10 else 99)
+    x = rng.standard_normal((9, 4))
+    x[5] = x[2]
+    t = torch.tensor(x, requires_grad=True)
+    e = ember.tensor(x, requires_grad=True)
+    y, z = torch.nn.functional.pdist(t, p), ember.nn.functional.pdist(e, p)
+    g = rng.standard_normal(tuple(y.shape))
+    y.backward(torch.tensor(g))
+    z.backward(ember.tensor(g))
+    np.testing.assert_allclose(z.detach().numpy(), y.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
