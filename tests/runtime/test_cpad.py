@@ -86,3 +86,22 @@ def test_f_pad_matches_pytorch(seed, mode):
     z.backward(ember.tensor(g))
     np.testing.assert_array_equal(z.detach().numpy(), y.detach().numpy())
     np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_diag_embed_matches_pytorch_either_way(grad):
+    # without a gradient eager diag_embed pads each value with n zeros (cpad's constant mode is
+    # NumPy's); with one it writes into zeros, its gradient the gradient's diagonal
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for shape, kw in [((3, 4), {}), ((2, 3, 5), {"dim1": 0, "dim2": 2}), ((4,), {"offset": -2})]:
+        x = rng.standard_normal(shape)
+        t = torch.tensor(x, requires_grad=grad)
+        e = ember.tensor(x, requires_grad=grad)
+        y, z = torch.diag_embed(t, **kw), ember.diag_embed(e, **kw)
+        np.testing.assert_array_equal(z.detach().numpy(), y.detach().numpy())
+        if grad:
+            g = rng.standard_normal(tuple(y.shape))
+            y.backward(torch.tensor(g))
+            z.backward(ember.tensor(g))
+            np.testing.assert_array_equal(e.grad.numpy(), t.grad.numpy())
