@@ -344,9 +344,11 @@ def test_conv_flops_match_torch_flop_counter(groups, stride):
     forward = _cost("conv", (xt, wt), yt, **attrs)
     assert forward == _torch_flops(lambda: TF.conv2d(x, w, stride=stride, groups=groups))
     backward = _cost("conv_input_grad", (yt, wt), xt, in_size=(9, 8), **attrs)
-    backward += _cost("conv_weight_grad", (xt, yt), wt, kernel_size=(3, 2), **attrs)
+    weight = _cost("conv_weight_grad", (xt, yt), wt, kernel_size=(3, 2), **attrs)
+    assert weight == forward  # (the same multiply-adds, summed over samples instead)
     both = _torch_flops(lambda: TF.conv2d(x, w, stride=stride, groups=groups), backward=True)
-    assert forward + backward == both
+    # (torch's counter counts the weight gradient over all input channels: groups times ours)
+    assert forward + backward + weight * groups == both
 
 
 def test_conv_transpose_flops_match_torch_flop_counter():
@@ -360,9 +362,10 @@ def test_conv_transpose_flops_match_torch_flop_counter():
     assert forward == _torch_flops(lambda: TF.conv_transpose2d(x, w, **kw))
     # its gradients: conv (input) and conv_weight_grad with the roles of x and gy swapped
     backward = _cost("conv", (yt, wt), xt, **attrs)
-    backward += _cost("conv_weight_grad", (yt, xt), wt, kernel_size=(3, 3), **attrs)
+    weight = _cost("conv_weight_grad", (yt, xt), wt, kernel_size=(3, 3), **attrs)
+    assert weight == forward  # (the same multiply-adds)
     both = _torch_flops(lambda: TF.conv_transpose2d(x, w, **kw), backward=True)
-    assert forward + backward == both
+    assert forward + backward + weight * 2 == both  # (torch's: groups times too many)
 
 
 def test_pool_costs_count_one_op_per_window_element():

@@ -34,6 +34,7 @@ _SPECIAL = "ONNX has no special functions beyond Erf"
 _POLYNOMIAL = "a degree per element needs a data-dependent Loop of the recurrence: not written"
 _COLLECTIVE = "ONNX has no collectives: a model file runs in one process"
 
+_EAGER_CDIST = "cdist's eager ops: a captured cdist keeps the composite, which exports"
 _COMPLEX = "complex values: no ONNX form over real and imaginary pairs (refused by name)"
 NO_ONNX = {
     "check": "ONNX has no operator that raises: dropping the check would export another program",
@@ -110,6 +111,8 @@ NO_ONNX = {
     "comparisons cannot see; only BitCast (opset 26, past the default 20) reads it: not written",
     "signbit": "comparisons cannot see a float's sign bit (-0.0 and -NaN compare like 0.0 and "
     "NaN); only BitCast (opset 26, past the default 20) reads it: not written",
+    "cdist_direct": _EAGER_CDIST,
+    "cdist_direct_backward": _EAGER_CDIST,
     "ctc_loss": "ONNX has no CTC loss",
     "all_reduce": _COLLECTIVE,
     "all_reduce_start": _COLLECTIVE,

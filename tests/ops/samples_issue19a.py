@@ -6,6 +6,9 @@ PyTorch, and traced / scripted against eager (test_conformance.py)."""
 import numpy as np
 
 import ember
+from ember.ops._registry import apply
+from ember.ops.cdist_direct import CDIST_DIRECT_BACKWARD
+from ember.ops.cdist_direct import _kernel as _cdist_kernel
 
 from .harness import Sample, away_from, rng
 
@@ -201,6 +204,32 @@ for _p in (2.0, 1.0, 3.0, float("inf")):
             torch_fn=lambda a, b, p=_p: _torch().cdist(a, b, p),
             # (finite differences straddle |x| at a zero coordinate of the coinciding rows)
             fd=_p == 2.0,
+        )
+    )
+_G = r.standard_normal((2, 4, 5))
+
+
+def _torch_cdist_grad(p):
+    def fn(g, a, b, dist):  # (dist: the distances themselves, which PyTorch recomputes)
+        torch = _torch()
+        a = a.detach().requires_grad_()
+        y = torch.cdist(a, b, p, compute_mode="donot_use_mm_for_euclid_dist")
+        return torch.autograd.grad(y, a, g)[0]
+
+    return fn
+
+
+# the eager gradient op (ops/cdist_direct.py) called directly: recorded gradients, which the
+# samples above check, take its composite form instead
+_X1B = np.stack([_X1, _X1[::-1]])
+for _p in (0.0, 1.0, 2.0, 3.0, 0.5, float("inf")):
+    SAMPLES.append(
+        Sample(
+            f"cdist_direct_backward/p={_p}",
+            lambda g, a, b, d, p=_p: apply(CDIST_DIRECT_BACKWARD, g, a, b, d, p=p),
+            (_G, _X1B, _X2, _cdist_kernel(_X1B, _X2, p=_p)),
+            torch_fn=_torch_cdist_grad(_p),
+            grad=False,
         )
     )
 SAMPLES.append(

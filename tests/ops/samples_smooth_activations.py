@@ -1,10 +1,12 @@
 """Conformance samples for silu_backward, softplus_backward and elu_backward
-(ops/smooth_activations.py), called directly: their own VJPs (linear in the incoming gradient,
-and the second derivative in the input) by finite differences and against PyTorch's double
-backward. ELU's inputs stay away from its kink at 0 and softplus' from its threshold
-(F.silu's, F.softplus' and F.elu's samples in samples_functional_act.py run the forward ops)."""
+(ops/smooth_activations.py) and log_sigmoid_backward (ops/log_sigmoid.py), called directly:
+their own VJPs (linear in the incoming gradient, and the second derivative in the input) by
+finite differences and against PyTorch's double backward. ELU's inputs stay away from its kink
+at 0 and softplus' from its threshold (F.silu's, F.softplus' and F.elu's samples in
+samples_functional_act.py run the forward ops)."""
 
 from ember.ops._registry import apply
+from ember.ops.log_sigmoid import LOG_SIGMOID_BACKWARD
 from ember.ops.smooth_activations import ELU_BACKWARD, SILU_BACKWARD, SOFTPLUS_BACKWARD
 
 from .harness import Sample, away_from, rng
@@ -47,5 +49,11 @@ SAMPLES = [
         lambda g, x: apply(ELU_BACKWARD, g, x, **_SELU),
         (G, X),
         torch_fn=_torch_grad("selu"),
+    ),
+    Sample(
+        "log_sigmoid_backward",
+        lambda g, x: apply(LOG_SIGMOID_BACKWARD, g, x),
+        (G, X),
+        torch_fn=_torch_grad("logsigmoid"),
     ),
 ]

@@ -71,6 +71,10 @@ ATTRS = {
     "hardshrink": [dict(lambd=0.5), dict(lambd=0.0)],
     "softshrink": [dict(lambd=0.5), dict(lambd=0.0)],
     "shrink_backward": [dict(lambd=0.5), dict(lambd=0.0)],
+    "huber": [dict(delta=1.0), dict(delta=0.3)],
+    "huber_backward": [dict(delta=1.0), dict(delta=0.3)],
+    "smooth_l1": [dict(beta=1.0), dict(beta=0.3)],
+    "smooth_l1_backward": [dict(beta=1.0), dict(beta=0.3)],
 }
 # expressions with a root inside their domain, where they cancel (silu's gradient factor
 # 1 + x (1 - s) is zero near x = -1.28): a few ulps of exp's rounding there are many of the

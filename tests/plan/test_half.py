@@ -118,3 +118,42 @@ def test_float32_workspace_is_unchanged_by_the_half_rules():
     a, b = _randn(ember.float32, 64, 32), _randn(ember.float32, 32, 16)
     plan = plan_memory(ember.trace(lambda x, y: x @ y, a, b).graph)
     assert plan.peak_bytes == (64 * 32 + 32 * 16 + 64 * 16) * 4
+
+
+@pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
+@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_depthwise_weight_gradient_workspace_is_what_it_allocates(dtype, wide, monkeypatch):
+    # 16-bit operands: the channels-wide kernels' float32 gradient alone, or the row-wide
+    # kernels' double partial sums, their total and its float32 rounding
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from ember.kernels import cdepthwise_wide
+    from ember.ops.conv import CONV_WEIGHT_GRAD
+    from ember.types import TensorType
+
+    monkeypatch.setattr(cdepthwise_wide, "wins", lambda *args: wide)
+    rng = np.random.default_rng(0)
+    c = 512
+    x, gy = (rng.standard_normal((4, c, 14, 14)).astype(dtype.np) for _ in range(2))
+    attrs = dict(stride=(1, 1), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=c)
+    attrs["kernel_size"] = (3, 3)
+    for _ in range(5):  # (first calls: the library loads; tests/conftest.py's checks)
+        CONV_WEIGHT_GRAD.run(x, gy, **attrs)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = CONV_WEIGHT_GRAD.run(x, gy, **attrs)
+        measured = tracemalloc.get_traced_memory()[1] - before - result.nbytes
+    finally:
+        tracemalloc.stop()
+    node = SimpleNamespace(
+        op=CONV_WEIGHT_GRAD,
+        inputs=[TensorType(x.shape, dtype), TensorType(gy.shape, dtype)],
+        outputs=[TensorType(result.shape, dtype)],
+        attrs=attrs,
+    )
+    planned = CONV_WEIGHT_GRAD.workspace(node, None)
+    assert abs(measured - planned) <= 4096, (planned, measured)  # (Python objects beside)

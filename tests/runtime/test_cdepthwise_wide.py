@@ -43,6 +43,8 @@ def route(monkeypatch):
         monkeypatch.setattr(cdepthwise_wide, name, spy)
 
     def choose(wide: bool):
+        # (the count decides: no first-call timing of the two ways, kernels/cdepthwise_choice)
+        monkeypatch.setenv("EMBER_CONV_LAYOUT", "count")
         monkeypatch.setattr(cdepthwise_wide, "wins", lambda *args: wide)
         ran.clear()
         return ran
@@ -168,8 +170,10 @@ def test_small_planes_choose_these_kernels_and_match_torch(
     route, monkeypatch, kernel, stride, padding, size, channels
 ):
     torch = pytest.importorskip("torch")
+    # (the counted choice, as it is: no first-call timing, kernels/cdepthwise_choice.py)
+    monkeypatch.setenv("EMBER_CONV_LAYOUT", "count")
     ran = []
-    for name in ("forward", "input_grad", "weight_grad"):  # (the counted choice, as it is)
+    for name in ("forward", "input_grad", "weight_grad"):
         original = getattr(cdepthwise_wide, name)
 
         def spy(*args, _original=original, _name=name, **kwargs):

@@ -81,6 +81,10 @@ ATTRS = {
     "hardshrink": {"lambd": 0.5},
     "softshrink": {"lambd": 0.5},
     "shrink_backward": {"lambd": 0.5},
+    "huber": {"delta": 0.7},
+    "huber_backward": {"delta": 0.7},
+    "smooth_l1": {"beta": 0.7},
+    "smooth_l1_backward": {"beta": 0.7},
 }
 SAME_SHAPE = {
     "hardtanh_backward",
@@ -91,8 +95,9 @@ SAME_SHAPE = {
     "sigmoid_backward",
     "tanh_backward",
 }
-SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward"}
+SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward", "log_sigmoid_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
+SAME_SHAPE |= {"huber_backward", "smooth_l1_backward"}
 TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu_backward"}

@@ -174,6 +174,19 @@ def test_eager_call_counts_equal_the_ops_the_model_runs():
     assert all(rows[name] == 2 * count for name, count in expected.items())
 
 
+def test_depthwise_convolution_flops_are_the_analytic_counts():
+    # each of the three ops does the forward's multiply-adds: 2 N C K out per op for a
+    # depthwise layer (torch's flop counter counts the weight gradient C times over)
+    n, c, size, k = 2, 8, 9, 3
+    x = ember.randn(n, c, size, size, requires_grad=True)
+    w = ember.randn(c, 1, k, k, requires_grad=True)
+    with profiler.profile() as prof:
+        F.conv2d(x, w, padding=1, groups=c).sum().backward()
+    analytic = 2 * n * c * k * k * size * size
+    counted = {e.name: e.flops for e in prof.events() if e.name.startswith("conv")}
+    assert counted == {"conv": analytic, "conv_input_grad": analytic, "conv_weight_grad": analytic}
+
+
 def test_flops_follow_the_cost_rules():
     a, b = ember.randn(32, 48), ember.randn(48, 24)
     with profiler.profile() as prof:

@@ -4,8 +4,8 @@
 Gradients at the non-smooth points follow PyTorch's conventions, which the choice of primitive
 encodes: ``where(x > 0, ...)`` gives the left branch's slope at 0 (leaky_relu, elu, prelu), nested
 ``where`` on ``<=``/``>=`` gives a zero gradient exactly at the clipping points (hardtanh, relu6,
-hardsigmoid), and logsigmoid's selections keep its gradient 0.5 at 0 and its second derivative
-smooth there (``abs`` and ``minimum`` would make it 0 at 0).
+hardsigmoid), and logsigmoid's op (ops/log_sigmoid.py) keeps its gradient 0.5 at 0 and its
+second derivative smooth there.
 
 Branches that could overflow (``exp`` of a large positive input in elu/softplus) read a masked
 input, so the unused branch never produces inf and its zero gradient never meets an inf (which
@@ -30,6 +30,7 @@ from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
 from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
+from ..ops.log_sigmoid import LOG_SIGMOID
 from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSIGMOID, HARDSWISH, LEAKY_RELU
 from ..ops.prelu import PRELU
@@ -223,17 +224,11 @@ def tanhshrink(input):
 
 @export(functional=True, toplevel=False)
 def logsigmoid(input):
-    """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log1p(exp(-|x|))``, with ``-|x|``
-    and ``min(x, 0)`` spelled as selections: their gradients are then -1 and 0 at ``x = 0``
-    (``abs``'s would be 0 there), so the gradient, ``sigmoid(-x)``, and its own derivative are
-    right at 0 too (a Hessian through a loss at zero logits, Newton's first step from 0)."""
+    """``log(sigmoid(x))``, computed stably as PyTorch computes it, ``min(x, 0) -
+    log1p(exp(-|x|))``: one op each way (ops/log_sigmoid.py); the gradient ``sigmoid(-x)``
+    (0.5 at 0) and its own derivative are PyTorch's."""
     x = _activation("logsigmoid", input)
-    return rename_node(_wide(_logsigmoid, x), "LogSigmoidBackward0")
-
-
-def _logsigmoid(x):
-    neg = x < 0
-    return E.where(neg, x, 0) - E.log1p(E.exp(E.where(neg, x, -x)))
+    return rename_node(apply(LOG_SIGMOID, x), "LogSigmoidBackward0")
 
 
 @export(functional=True)

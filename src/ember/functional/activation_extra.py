@@ -14,8 +14,10 @@ import math
 from ..errors import ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
-from ..ops._registry import export
+from ..ops._node_names import rename_node
+from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
+from ..ops.piecewise import LEAKY_RELU
 from ..ops.random import bernoulli_scalar
 from ..ops.rrelu_noise import rrelu_slopes
 from ..random import resolve
@@ -47,7 +49,18 @@ def rrelu(
     elif training:  # (PyTorch's draws: one per element that is not positive, in order)
         slope = rrelu_slopes(x.detach(), lower, upper, resolve(generator))
     else:
+        # outside training: leaky_relu's op with the middle slope (PyTorch's eval rrelu), one
+        # pass each way where the selection below took three
         slope = (float(lower) + float(upper)) / 2
+        if x.dtype.is_floating_point and math.isfinite(slope):
+            middle = slope
+
+            def leaky(t):
+                return apply(LEAKY_RELU, t, slope=middle)
+
+            if inplace:
+                return x._inplace("rrelu_", leaky)
+            return rename_node(leaky(x), "RreluWithNoiseBackward0")
 
     def fn(t):
         return E.where(t > 0, t, t * slope)

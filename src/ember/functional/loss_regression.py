@@ -14,9 +14,10 @@ from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node
-from ..ops._registry import export
+from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote
+from ..ops.robust_losses import HUBER, SMOOTH_L1
 from ._common import broadcast_target, float_input, reduce_loss, reduction_arg
 
 
@@ -93,7 +94,8 @@ def smooth_l1_loss(
     if beta < 0:
         raise ArgumentError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _, diff = _difference("smooth_l1_loss", input, target)
-    losses = E.abs(diff) if beta == 0.0 else _smooth(diff, beta)
+    # (one op each way: ops/robust_losses.py, PyTorch's formulas)
+    losses = E.abs(diff) if beta == 0.0 else apply(SMOOTH_L1, diff, beta=beta)
     return rename_node(reduce_loss(losses, reduction), "SmoothL1LossBackward0")
 
 
@@ -106,7 +108,10 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     if not _items.is_item(delta) and delta <= 0:
         raise ArgumentError(f"huber_loss: delta must be positive, got {delta}")
     x, diff = _difference("huber_loss", input, target)
-    a = E.abs(diff)
-    losses = E.where(a < delta, diff * diff * 0.5, (a - 0.5 * delta) * delta)
+    if _items.is_item(delta):
+        a = E.abs(diff)
+        losses = E.where(a < delta, diff * diff * 0.5, (a - 0.5 * delta) * delta)
+    else:  # (one op each way: ops/robust_losses.py, PyTorch's formulas)
+        losses = apply(HUBER, diff, delta=delta)
     losses = _weighted("huber_loss", losses, weight, x, reduction, False)
     return rename_node(losses, "HuberLossBackward0")

@@ -493,6 +493,18 @@ def _wide(op: str, m: int, geometry: tuple, n: int, c: int, in_size, out_size, f
     )
 
 
+def _measured_wide(key: tuple, m: int, geometry: tuple, counted: bool, wide, rows) -> bool:
+    """Whether an eager forward or input gradient runs the channels-wide kernels: where they
+    apply, the counted choice unless the other way measured clearly faster on this geometry's
+    first call (kernels/cdepthwise_choice.py; the two give the same bits)."""
+    from . import cdepthwise_choice, cpool
+
+    if m != 1 or geometry[0] not in _C:
+        return False
+    threads = cpool.get_num_threads()
+    return cdepthwise_choice.wide_runs(key + (threads,), counted, wide, rows, threads)
+
+
 def _frame(out_size, kernel, stride, dilation) -> tuple:
     """The extent of the framed input that the output reads."""
     return tuple(
@@ -520,25 +532,32 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     fh, fw = _frame(out_size, kernel, stride, dilation)
     m = w.shape[0] // cin
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]) and (
-        cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
-    ):
+    counted = _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0])
+
+    def wide():
+        return cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
+
+    def rows():
+        fns["dw_forward"](
+            data_address(x),
+            data_address(w),
+            data_address(y),
+            pool,
+            n,
+            cin,
+            m,
+            *in_size,
+            *out_size,
+            *lo,
+            fh,
+            fw,
+            None if bias is None else data_address(bias),
+        )
+
+    key = ("forward", x.shape, w.shape, geometry, lo, bias is None)
+    if _measured_wide(key, m, geometry, counted, wide, rows) and wide():
         return y
-    fns["dw_forward"](
-        data_address(x),
-        data_address(w),
-        data_address(y),
-        pool,
-        n,
-        cin,
-        m,
-        *in_size,
-        *out_size,
-        *lo,
-        fh,
-        fw,
-        None if bias is None else data_address(bias),
-    )
+    rows()
     return y
 
 
@@ -612,28 +631,56 @@ def conv_input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     geometry = (gy.dtype, kernel, stride, dilation)
     op = "gather" if gather else "scatter"
     top = shift[0] if gather else lo[0]
-    if _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top) and (
-        cdepthwise_wide.input_grad(
+    counted = _wide(op, m, geometry, n, cin, in_size, out_size, (fh, fw), top)
+
+    def wide():
+        return cdepthwise_wide.input_grad(
             gy, w, gx, geometry, in_size, out_size, shift if gather else lo, (fh, fw), gather, bias
         )
-    ):
+
+    def rows():
+        fn(
+            data_address(gy),
+            data_address(w),
+            data_address(gx),
+            pool,
+            n,
+            cin,
+            m,
+            *in_size,
+            *out_size,
+            *lo,
+            fh,
+            fw,
+            None if bias is None else data_address(bias),
+        )
+
+    key = (op, gy.shape, w.shape, tuple(p.in_size), geometry, lo, bias is None)
+    if _measured_wide(key, m, geometry, counted, wide, rows) and wide():
         return gx
-    fn(
-        data_address(gy),
-        data_address(w),
-        data_address(gx),
-        pool,
-        n,
-        cin,
-        m,
-        *in_size,
-        *out_size,
-        *lo,
-        fh,
-        fw,
-        None if bias is None else data_address(bias),
-    )
+    rows()
     return gx
+
+
+def _weight_grad_wide(g: tuple, dtype, x_shape: tuple, cout: int) -> bool:
+    """Whether the weight gradient of geometry ``g`` (`_geometry`'s) runs the channels-wide
+    kernels (the count: both ways round differently, so no timing picks between them)."""
+    _, kernel, stride, dilation, in_size, out_size, lo = g
+    n, cin = x_shape[:2]
+    frame = _frame(out_size, kernel, stride, dilation)
+    geometry = (np.dtype(dtype), kernel, stride, dilation)
+    return _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, frame, lo[0])
+
+
+def weight_grad_wide(x_shape: tuple, gy_shape: tuple, p, groups: int, dtype) -> bool:
+    """Whether `conv_weight_grad` of operands of these shapes and ``dtype`` runs the
+    channels-wide kernels, which allocate only a float32 gradient for 16-bit operands (the
+    workspace rule's question: ops/conv.py)."""
+    dtype = np.dtype(dtype)
+    x, gy = (np.broadcast_to(np.zeros((), dtype), s) for s in (x_shape, gy_shape))
+    w_shape = (gy_shape[1], x_shape[1] // groups) + tuple(p.kernel)
+    g = _geometry(x, gy, p, groups, x_shape[1], w_shape)
+    return g is not None and _weight_grad_wide(g, dtype, x_shape, gy_shape[1])
 
 
 def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
@@ -648,7 +695,7 @@ def conv_weight_grad(x: np.ndarray, gy: np.ndarray, p, groups: int):
     n, cin = x.shape[:2]
     fh, fw = _frame(out_size, kernel, stride, dilation)
     geometry = (x.dtype, kernel, stride, dilation)
-    if _wide("weight_grad", cout // cin, geometry, n, cin, in_size, out_size, (fh, fw), lo[0]):
+    if _weight_grad_wide(g, x.dtype, x.shape, cout):
         gw = np.empty(w_shape, np.float32 if x.dtype in _HALF else x.dtype)
         if cdepthwise_wide.weight_grad(x, gy, gw, geometry, in_size, out_size, lo, (fh, fw)):
             return gw.astype(x.dtype, copy=False)  # (16 bits: rounded once from float32's)

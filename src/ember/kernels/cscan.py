@@ -1,16 +1,18 @@
-"""The running sum (``cumsum``) in C along any axis, accumulated as PyTorch's CPU scan and
-ops/cumulative.py's NumPy kernel (the specification) do: float32 in double, float64 in double,
-half precision (read and written in 16 bits) in float; each output the running sum rounded
-once. The sums are sequential, element after element, from the first value itself, as NumPy's
-``cumsum`` adds them, so the results are NumPy's bits (a leading -0.0 stays -0.0).
+"""The running sum (``cumsum``) and product (``cumprod``) in C along any axis, accumulated as
+PyTorch's CPU scans and ops/cumulative.py's NumPy kernels (the specification) do: float32 in
+double, float64 in double, half precision (read and written in 16 bits) in float; each output
+the running sum or product rounded once. The sums and products are sequential, element after
+element, from the first value itself, as NumPy's ``cumsum`` and ``cumprod`` combine them, so
+the results are NumPy's bits (a leading -0.0 stays -0.0).
 
 An input is seen as (outer, n, inner), the scan along n. Where inner is 1 (the last axis) four
-rows run interleaved, so four independent chains of additions overlap in the pipeline (one
-chain waits on each addition's latency); otherwise a row of ``inner`` running sums advances
+rows run interleaved, so four independent chains of additions (or multiplications) overlap in
+the pipeline (one chain waits on each one's latency); otherwise a row of ``inner`` running values
+advances
 along n, a vectorized loop. The outer rows are shared over ember's pool.
 
 Returns None where it does not apply (no compiler, another dtype: integers and bools stay
-NumPy's int64 sums) and the caller runs NumPy.
+NumPy's int64 sums and products) and the caller runs NumPy.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from . import chalf
 from .cstep import data_address
 
-__all__ = ["available", "cumsum"]
+__all__ = ["available", "cumprod", "cumsum"]
 
 _SOURCE = r"""
 #include <stdlib.h>
@@ -44,7 +46,7 @@ static void scan_rows(const S *restrict x, S *restrict y, long n) {
   ACC a = (ACC)LD(x[0]);
   y[0] = ST((T)a);
   for (long k = 1; k < n; k++) {
-    a += (ACC)LD(x[k]);
+    COMBINE(a, (ACC)LD(x[k]));
     y[k] = ST((T)a);
   }
 }
@@ -63,10 +65,10 @@ static void rows(void *job_, long lo, long hi) {
       y2[0] = ST((T)a2);
       y3[0] = ST((T)a3);
       for (long k = 1; k < n; k++) {
-        a0 += (ACC)LD(x0[k]);
-        a1 += (ACC)LD(x1[k]);
-        a2 += (ACC)LD(x2[k]);
-        a3 += (ACC)LD(x3[k]);
+        COMBINE(a0, (ACC)LD(x0[k]));
+        COMBINE(a1, (ACC)LD(x1[k]));
+        COMBINE(a2, (ACC)LD(x2[k]));
+        COMBINE(a3, (ACC)LD(x3[k]));
         y0[k] = ST((T)a0);
         y1[k] = ST((T)a1);
         y2[k] = ST((T)a2);
@@ -84,7 +86,7 @@ static void rows(void *job_, long lo, long hi) {
         j->y[o * n * inner + i] = ST((T)a);
         for (long k = 1; k < n; k++) {
           long at = (o * n + k) * inner + i;
-          a += (ACC)LD(j->x[at]);
+          COMBINE(a, (ACC)LD(j->x[at]));
           j->y[at] = ST((T)a);
         }
       }
@@ -102,7 +104,7 @@ static void rows(void *job_, long lo, long hi) {
       S *restrict yk = y + k * inner;
 #pragma omp simd
       for (long i = 0; i < inner; i++) {
-        acc[i] += (ACC)LD(xk[i]);
+        COMBINE(acc[i], (ACC)LD(xk[i]));
         yk[i] = ST((T)acc[i]);
       }
     }
@@ -110,7 +112,7 @@ static void rows(void *job_, long lo, long hi) {
   free(acc);
 }
 
-void ember_cumsum(const S *x, S *y, long outer, long n, long inner, ember_pool pool,
+void ember_scan(const S *x, S *y, long outer, long n, long inner, ember_pool pool,
                   long parallel_min) {
   struct job j = {x, y, n, inner};
   if (pool && outer > 1 && outer * n * inner >= parallel_min) pool(rows, &j, outer, 4);
@@ -129,20 +131,28 @@ _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _P, _L = ctypes.c_void_p, ctypes.c_long
 
 
+# how a running value takes the next element in: NumPy's ``+=`` and ``*=``
+_COMBINE = {
+    "cumsum": "#define COMBINE(a, v) ((a) += (v))\n",
+    "cumprod": "#define COMBINE(a, v) ((a) *= (v))\n",
+}
+
+
 @functools.cache
-def _function(dtype: np.dtype):
-    """(the function, the pool) for ``dtype``, or None (no compiler, a failed build)."""
+def _function(dtype: np.dtype, op: str = "cumsum"):
+    """(the function, the pool) scanning ``op`` over ``dtype``, or None (no compiler, a failed
+    build)."""
     from . import ccompile, cpool
 
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
     value, acc = _TYPES[dtype]
-    source = f"#define T {value}\n#define ACC {acc}\n"
+    source = f"#define T {value}\n#define ACC {acc}\n" + _COMBINE[op]
     if dtype in chalf.NAMES:
         source = chalf.storage_defines(dtype) + source
     try:
         fn = ccompile.load(
-            source + _SOURCE, "ember_cumsum", [_P, _P, _L, _L, _L, _P, _L], flags=_FLAGS
+            source + _SOURCE, "ember_scan", [_P, _P, _L, _L, _L, _P, _L], flags=_FLAGS
         )
     except ccompile.CompileError:
         return None
@@ -156,7 +166,16 @@ def available(dtype) -> bool:
 
 def cumsum(x: np.ndarray, axis: int) -> np.ndarray | None:
     """The running sums of ``x`` along ``axis`` (of its dtype), or None."""
-    found = _function(x.dtype)
+    return _scan(x, axis, "cumsum")
+
+
+def cumprod(x: np.ndarray, axis: int) -> np.ndarray | None:
+    """The running products of ``x`` along ``axis`` (of its dtype), or None."""
+    return _scan(x, axis, "cumprod")
+
+
+def _scan(x: np.ndarray, axis: int, op: str) -> np.ndarray | None:
+    found = _function(x.dtype, op)
     if found is None or x.ndim == 0 or x.size == 0:
         return None
     fn, pool = found

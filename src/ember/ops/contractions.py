@@ -16,10 +16,12 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
+from . import cdist_direct
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
-from ._registry import export
+from ._registry import apply, export
 from ._util import broadcast_shapes, fmt_shape, normalize_axis
+from .cdist_direct import away_from_zero as _away_from_zero
 from .elementwise import to_tensor
 from .linalg import matmul
 
@@ -139,13 +141,6 @@ _CDIST_MODES = (
 )
 
 
-def _away_from_zero(s, fn):
-    """``fn(s)`` where s > 0 and 0 where s == 0, with a gradient of 0 there (fn's own would
-    be infinite: sqrt's, a fractional power's)."""
-    zero = s == 0
-    return E.where(zero, 0.0, fn(E.where(zero, 1.0, s)))
-
-
 def _direct(x1, x2, p: float):
     diff = E.unsqueeze(x1, -2) - E.unsqueeze(x2, -3)  # (..., P, R, M)
     if p == 0:  # (the count carries a zero gradient, as PyTorch's does: diff * 0 at zeros)
@@ -181,8 +176,10 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
 
     The products' form rounds like PyTorch's, but not bit for bit: where two rows coincide its
     distance is the square root of a rounding error (~1e-8 in float64), in either library.
-    The gradient is 0 where a distance is 0, as PyTorch's. At p = inf ties share the gradient
-    (ember's amax); PyTorch gives each tied coordinate all of it."""
+    The gradient is 0 where a distance is 0, as PyTorch's. Eagerly the direct algorithm is one
+    op each way (ops/cdist_direct.py: PyTorch's formulas, each tied coordinate of p = inf
+    taking all of the gradient, as PyTorch's); a captured graph keeps the composite, whose
+    ties at p = inf share it (amax's gradient)."""
     _items.refuse(p, "cdist", "p", "the norm's order as a number (it picks the computation)")
     x1, x2 = to_tensor(x1), to_tensor(x2)
     for name, t in (("x1", x1), ("x2", x2)):
@@ -220,6 +217,8 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
     )
     if products:
         return _by_products(x1, x2)
+    if cdist_direct.applies(x1, x2):
+        return rename_node(apply(cdist_direct.CDIST_DIRECT, x1, x2, p=p), "CdistBackward0")
     return _direct(x1, x2, p)
 
 

@@ -365,13 +365,15 @@ def _half_workspace(node, layouts) -> int:
         node.op.name, a_shape, b_shape, p, attrs["groups"], compute_dtype(out.dtype.np)
     )
     if compiled is not None and weight_grad and _depthwise_weight(a_shape, b_shape[1], attrs):
-        # kernels/cdepthwise.py: its blocks' double partial sums (one block a sample, at most
-        # four a thread), then their double total (the 16-bit gradient is the result); where
-        # it runs kernels/cdepthwise_wide.py's instead, their float32 gradient, less
-        from ..kernels import cpool
+        from ..kernels import cdepthwise, cpool
 
+        if cdepthwise.weight_grad_wide(a_shape, b_shape, p, attrs["groups"], out.dtype.np):
+            return 2 * result  # (kernels/cdepthwise_wide.py's float32 gradient, rounded once)
+        # kernels/cdepthwise.py's peak comes before the 16-bit result exists: its blocks'
+        # double partial sums (one block a sample, at most four a thread), their double total
+        # and its float32 rounding (twice the result), counted here beyond the result
         blocks = max(1, min(a_shape[0], 4 * cpool.get_num_threads()))
-        return (blocks + 1) * 4 * result
+        return (blocks + 1) * 4 * result + 2 * result - result
     if compiled is not None and weight_grad and _reads_half(a_shape, b_shape[1], p, attrs):
         return 2 * result + compiled  # (the float32 gradient beside the rounded one)
     if compiled is not None:
@@ -464,10 +466,13 @@ def _input_grad_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
-    # torch's convolution_backward counts the weight gradient as a convolution over all input
-    # channels (it does not divide by groups); we count the same so the tools agree with it
+    # each weight (cout, cin / groups, *kernel) sums a product per sample and output position:
+    # the forward's multiply-adds. (torch.utils.flop_counter counts this gradient over all
+    # input channels, groups times too many: a depthwise layer's weight gradient C times its
+    # forward; its forward and input-gradient counts divide by groups, as these do.)
     x, gy = in_types
-    flops = 2 * x.shape[0] * x.shape[1] * gy.shape[1] * numel(gy.shape[2:])
+    cin = x.shape[1] // attrs.get("groups", 1)
+    flops = 2 * x.shape[0] * cin * gy.shape[1] * numel(gy.shape[2:])
     flops *= numel(attrs["kernel_size"])
     return Cost(flops, io_bytes(in_types, out_types))
 

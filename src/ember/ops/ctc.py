@@ -206,6 +206,41 @@ def _kernel(log_probs, targets, input_lengths, target_lengths, *, blank, concate
     return out.astype(log_probs.dtype)
 
 
+def _fast(log_probs, targets, input_lengths, target_lengths, *, blank, concatenated, zero_inf):
+    """kernels/cctc.py's recursions, a sequence at a time (this kernel's bits); None where
+    it does not apply."""
+    from ..kernels import cctc
+
+    steps, n, classes = log_probs.shape
+    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps, classes)
+    if not seqs:
+        return None
+    ext, skip, _, sizes, lengths = _batch(seqs, blank)
+    out = cctc.ctc_nll(log_probs, ext, skip, sizes, lengths)
+    if out is None:
+        return None
+    if zero_inf:
+        out[np.isinf(out)] = 0.0
+    return out.astype(log_probs.dtype)
+
+
+def _backward_fast(
+    grad, log_probs, targets, input_lengths, target_lengths, *, blank, concatenated, zero_inf
+):
+    """kernels/cctc.py's recursions and sums, a sequence at a time (this kernel's operations,
+    the C library's exp and log: within an ulp or two of each term); None where it does not
+    apply."""
+    from ..kernels import cctc
+
+    steps, n, classes = log_probs.shape
+    seqs = _sequences(targets, input_lengths, target_lengths, concatenated, steps, classes)
+    if not seqs or steps == 0:
+        return None
+    ext, skip, _, sizes, lengths = _batch(seqs, blank)
+    found = cctc.ctc_grad(grad, log_probs, ext, skip, sizes, lengths, zero_inf)
+    return None if found is None else found[1].astype(log_probs.dtype)
+
+
 def _backward_infer(grad, log_probs, *rest, blank, concatenated, zero_inf):
     return TensorType(tuple(log_probs.shape), log_probs.dtype)
 
@@ -275,6 +310,7 @@ CTC_LOSS = register(
         kind="nn",
         infer=_infer,
         kernel=_kernel,
+        fast=_fast,
         vjp=_vjp,
         cost=_cost,
         batch=None,
@@ -289,6 +325,7 @@ CTC_LOSS_BACKWARD = register(
         kind="nn",
         infer=_backward_infer,
         kernel=_backward_kernel,
+        fast=_backward_fast,
         cost=_backward_cost,
         batch=None,
         doc="ctc_loss_backward(grad (N,), log_probs, targets, input_lengths, target_lengths): "

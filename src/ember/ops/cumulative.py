@@ -22,7 +22,7 @@ from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
 from . import _onnx_reduce as oxr
 from . import api as E
-from ._registry import INPLACE, OpDef, apply, export, register
+from ._registry import INPLACE, OpDef, apply, building_graph, export, register
 from ._rules import Complex
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
 from .cast import requested_cast
@@ -61,20 +61,26 @@ def _cumsum_kernel(x, *, axis):
     return np.cumsum(x, axis=axis, dtype=acc).astype(out).reshape(x.shape)
 
 
-def _cumsum_fast(x, *, axis):
-    """kernels/cscan.py's C scan (NumPy's bits: the same sequential sums, each rounded once)
-    for float and half-precision inputs; None otherwise (integers, bools: NumPy's)."""
-    from ..kernels import cscan
+def _scan_fast(name: str):
+    """kernels/cscan.py's C scan of ``name`` (NumPy's bits: the same sequential sums or
+    products, each rounded once) for float and half-precision inputs; None otherwise
+    (integers, bools: NumPy's)."""
 
-    if x.dtype not in _ACC and x.dtype != np.float64:
-        return None
-    return cscan.cumsum(x, axis)
+    def fast(x, *, axis):
+        from ..kernels import cscan
+
+        if x.dtype not in _ACC and x.dtype != np.float64:
+            return None
+        return getattr(cscan, name)(x, axis)
+
+    fast.__name__ = f"_{name}_fast"
+    return fast
 
 
-def _cumsum_workspace(node, layouts) -> int:
-    """`_cumsum_kernel`'s running sums in the accumulation type before rounding: a float64
+def _scan_workspace(node, layouts) -> int:
+    """The NumPy kernel's running values in the accumulation type before rounding: a float64
     array for float32, a float32 one for half precision; none where the C scan runs (its
-    running sums are registers)."""
+    running values are registers)."""
     from ..kernels import cscan
 
     x = node.inputs[0]
@@ -92,8 +98,8 @@ _CUMSUM = register(
         kind="reduce",
         infer=_cumsum_infer,
         kernel=_cumsum_kernel,
-        fast=_cumsum_fast,
-        workspace=_cumsum_workspace,
+        fast=_scan_fast("cumsum"),
+        workspace=_scan_workspace,
         vjp=_cumsum_vjp,
         cost=elementwise_cost(1),
         save_inputs=(),
@@ -152,6 +158,11 @@ def _cumprod_vjp(c, g):
 
 def _cumprod_grad(x, y, g, axis):
     """sum over k >= i of g[k] * dy[k]/dx[i], exact where x holds zeros."""
+    if not building_graph() and hasattr(x, "_data") and np.all(x._data):
+        # eagerly, an input without zeros (PyTorch's shortcut, its bits): the plain formula
+        # alone, where the selections below would each pass it through (their derivatives
+        # too); only a zero gradient's sign may differ, which their + 0 would make +0.0
+        return _reversed_cumsum(g * y, axis) / x
     is_zero = x == 0
     zeros_so_far = E.cumsum(is_zero, axis)
     before = zeros_so_far == 0  # no zero at or before this position
@@ -171,14 +182,6 @@ def _cumprod_grad(x, y, g, axis):
     through = E.cumprod(E.where(first_zero, 1, x), axis) * E.where(zeros_so_far > 1, g, 0)
     at_zero = at_zero + _zero_part(E.sum(through, axis, keepdim=True))
     return E.where(before, plain, E.where(first_zero, at_zero, 0))
-
-
-def _cumprod_workspace(node, layouts) -> int:
-    """The running products in the accumulation type before rounding (float32: a float64
-    array; half precision: a float32 one)."""
-    x = node.inputs[0]
-    acc = _ACC.get(x.dtype.np)
-    return 0 if acc is None else value_bytes(x) // x.dtype.itemsize * np.dtype(acc).itemsize
 
 
 def _onnx_cumprod(e):
@@ -219,8 +222,9 @@ _CUMPROD = register(
         kernel=_cumprod_kernel,
         vjp=_cumprod_vjp,
         cost=elementwise_cost(1),
+        fast=_scan_fast("cumprod"),
         save_outputs=(0,),
-        workspace=_cumprod_workspace,
+        workspace=_scan_workspace,
         batch=None,
         complex=Complex.GRADIENT,
         doc="cumprod(x, axis): running product along axis",

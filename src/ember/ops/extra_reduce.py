@@ -127,6 +127,16 @@ def _select_kernel(x, *, kind, axis):
     return np.expand_dims(pos.astype(np.int64), axis)
 
 
+def _select_fast(x, *, kind, axis):
+    """kernels/crunning.py's scan for cummax's and cummin's positions (the same comparisons:
+    this kernel's positions); None for the other kinds and dtypes."""
+    if kind not in _SCANS or x.ndim == 0:
+        return None
+    from ..kernels import crunning
+
+    return crunning.positions(x, axis, kind)
+
+
 def _onnx_select_index(e):
     """cummax / cummin positions: a Scan along the axis carrying the running extreme, its
     position and the step (ties take the later position, NaN wins, as the kernel)."""
@@ -179,6 +189,7 @@ _SELECT = register(
         kind="reduce",
         infer=_select_infer,
         kernel=_select_kernel,
+        fast=_select_fast,
         cost=reduction_cost,
         doc="select_index(x; kind, axis): the positions cummax / cummin / median / nanmedian / "
         "mode select along axis (int64; kept as a size-1 axis for the reductions)",

@@ -19,9 +19,10 @@ from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
-from ._registry import TensorBase, export
+from ._registry import TensorBase, building_graph, export, is_grad_enabled
 from ._util import broadcast_shapes, check_scalars, normalize_axis
 from .elementwise import promote, to_tensor
+from .pad import pad
 
 
 @export(method=True)
@@ -92,14 +93,20 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
         )
     length = x.shape[-1]
     n = length + abs(offset)
-    pad = E.zeros((*x.shape[:-1], abs(offset)), dtype=x.dtype)
-    # column c of row r reads the padded vector at c: pad on the left for a diagonal above
-    # (x[c - offset]), on the right for one below (x[c], in row c - offset)
-    wide = E.cat([pad, x] if offset > 0 else [x, pad], -1) if offset else x
-    r, c = np.indices((n, n))
-    mask = to_tensor(c - r == offset)
-    out = E.where(mask, E.unsqueeze(wide, -2), 0)
-    out = E.cast(out, x.dtype) if out.dtype is not x.dtype else out
+    if offset == 0 and not building_graph() and not (is_grad_enabled() and x.requires_grad):
+        # eagerly without a gradient: each value followed by n zeros (one padding pass), whose
+        # first n * n elements, n + 1 apart, are the diagonal's
+        lead = tuple(x.shape[:-1])
+        padded = E.reshape(pad(E.unsqueeze(x, -1), (0, n)), (*lead, n * (n + 1)))
+        out = E.reshape(E.narrow(padded, -1, 0, n * n), (*lead, n, n))
+        return E.movedim(out, (nd - 2, nd - 1), (d1, d2))
+    # the vector written into zeros at the diagonal's positions: its gradient is the
+    # gradient's diagonal, gathered (a selection over the whole (n, n) plane took a reduction
+    # over it, 6x PyTorch's backward)
+    start_r, start_c = (0, offset) if offset >= 0 else (-offset, 0)
+    rows = E.arange(start_r, start_r + length)
+    cols = E.arange(start_c, start_c + length)
+    out = E.index_put(E.zeros((*x.shape[:-1], n, n), dtype=x.dtype), (Ellipsis, rows, cols), x)
     return E.movedim(out, (nd - 2, nd - 1), (d1, d2))
 
 

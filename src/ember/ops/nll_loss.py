@@ -57,16 +57,13 @@ def _grad_infer(x, target, *rest, ignore_index, reduction):
 
 
 def _rows(x):
-    """x as (positions, C) rows (a view where x is contiguous) and its class axis."""
-    if x.ndim <= 2:  # (np.moveaxis's checks cost more than a small batch's pick)
-        return x.reshape(-1, x.shape[-1]), x.ndim - 1
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1]), 1
+    """A 1-D or 2-D x as (positions, C) rows (a view where x is contiguous)."""
+    return x.reshape(-1, x.shape[-1])
 
 
-def _picks(rows, target, weight, ignore_index):
+def _picks(c, dtype, target, weight, ignore_index):
     """The flat kept mask, the targets made safe to index with, and each position's weight
-    (0 where ignored) in the rows' dtype."""
-    c = rows.shape[1]
+    (0 where ignored) in ``dtype``, for ``c`` classes."""
     t = target.reshape(-1)
     kept = t != ignore_index
     bad = kept & ((t < 0) | (t >= c))
@@ -77,17 +74,34 @@ def _picks(rows, target, weight, ignore_index):
         )
     safe = np.where(kept, t, 0)
     if weight:
-        wt = np.where(kept, weight[0][safe], 0).astype(rows.dtype)
+        wt = np.where(kept, weight[0][safe], 0).astype(dtype)
     else:
-        wt = kept.astype(rows.dtype)
+        wt = kept.astype(dtype)
     return kept, safe, wt
+
+
+def _flat_picks(x, safe):
+    """Each position's picked element as an index into x's flat C-order elements: the
+    positions in (sample, spatial...) order, as `_rows`' rows (no copy of x moving its class
+    axis last, which a 4-D input's pick and scatter spent most of their time on)."""
+    n, c = x.shape[:2]
+    spatial = x.size // max(n * c, 1)
+    position = np.arange(safe.size, dtype=np.int64)
+    sample, within = np.divmod(position, spatial)
+    return (sample * c + safe) * spatial + within
 
 
 @np.errstate(invalid="ignore", over="ignore", divide="ignore")  # NaN and inf as they come
 def _kernel(x, target, *weight, ignore_index, reduction):
-    rows, _ = _rows(x)
-    kept, safe, wt = _picks(rows, target, weight, ignore_index)
-    picked = rows[np.arange(len(rows)), safe]
+    if x.ndim > 2:
+        x = np.ascontiguousarray(x)
+        c = x.shape[1]
+        kept, safe, wt = _picks(c, x.dtype, target, weight, ignore_index)
+        picked = np.take(x.reshape(-1), _flat_picks(x, safe))
+    else:
+        rows = _rows(x)
+        kept, safe, wt = _picks(rows.shape[1], x.dtype, target, weight, ignore_index)
+        picked = rows[np.arange(len(rows)), safe]
     loss = np.where(kept, -picked * wt, 0).astype(x.dtype, copy=False)
     if reduction == "none":
         return loss.reshape(target.shape)
@@ -100,20 +114,22 @@ def _kernel(x, target, *weight, ignore_index, reduction):
 @np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def _grad_kernel(x, target, *rest, ignore_index, reduction):
     *weight, g = rest
-    rows, d = _rows(x)
-    kept, safe, wt = _picks(rows, target, weight, ignore_index)
+    c = x.shape[-1] if x.ndim <= 2 else x.shape[1]
+    kept, safe, wt = _picks(c, x.dtype, target, weight, ignore_index)
     if reduction == "none":
         share = g.reshape(-1)
     elif reduction == "sum":
         share = g
     else:
         share = g / wt.sum(dtype=x.dtype)
-    dx = np.zeros(rows.shape, x.dtype)
-    dx[np.arange(len(rows)), safe] = np.where(kept, -(share * wt), 0)
-    if x.ndim <= 2:
-        return dx.reshape(x.shape)
-    moved = np.moveaxis(x, d, -1).shape
-    return np.ascontiguousarray(np.moveaxis(dx.reshape(moved), -1, d))
+    values = np.where(kept, -(share * wt), 0)
+    if x.ndim > 2:  # (scattered straight into the class-second layout)
+        dx = np.zeros(x.shape, x.dtype)
+        dx.reshape(-1)[_flat_picks(dx, safe)] = values
+        return dx
+    dx = np.zeros((safe.size, c), x.dtype)
+    dx[np.arange(safe.size), safe] = values
+    return dx.reshape(x.shape)
 
 
 # ---- the gradient

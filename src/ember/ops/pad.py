@@ -140,6 +140,22 @@ def _source_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
     return np.where(idx >= n, period - idx, idx)
 
 
+def _pad_fast(x, *, pads, mode, value):
+    """kernels/cpad.py's row copies (a copy: the kernel's bits) for the non-constant modes;
+    None otherwise."""
+    from ..kernels import cpad
+
+    return cpad.pad(x, pads, mode, _source_index)
+
+
+def _pad_backward_fast(g, *, pads, mode, in_shape):
+    """kernels/cpad.py's adjoint (the kernel's sums in its order: its bits) for the
+    non-constant modes on float32/float64; None otherwise."""
+    from ..kernels import cpad
+
+    return cpad.pad_backward(g, pads, mode, in_shape, _source_index)
+
+
 def _pad_backward_infer(g, *, pads, mode, in_shape):
     return TensorType(in_shape, g.dtype)
 
@@ -218,6 +234,7 @@ _PAD = register(
         kind="shape",
         infer=_pad_infer,
         kernel=_pad_kernel,
+        fast=_pad_fast,
         cost=memory_cost,
         vjp=lambda c, g: (
             apply(
@@ -254,6 +271,7 @@ _PAD_BACKWARD = register(
         kind="shape",
         infer=_pad_backward_infer,
         kernel=_pad_backward_kernel,
+        fast=_pad_backward_fast,
         cost=memory_cost,
         save_inputs=(),
         vjp=lambda c, g: (apply(_PAD, g, pads=c.attrs["pads"], mode=c.attrs["mode"], value=0.0),),

@@ -22,9 +22,10 @@ from ..types import TensorType
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._registry import apply, export
+from ._registry import apply, building_graph, export
 from ._rules import Complex
 from .decompositions import (
+    INV,
     SLOGDET,
     SOLVE_TRIANGULAR,
     _linalg_op,
@@ -505,14 +506,23 @@ def _det_kernel(a):
 
 
 def _det_vjp(c, g):
-    """g times the conjugate cofactor matrix, from the SVD A = U diag(S) Vh: conj(det(U)
-    det(Vh)) U diag(the product of the other singular values) Vh, which holds for singular
-    matrices as well (where ``conj(det(A)) A^-H`` does not exist; PyTorch 2.13 returns 0
-    there)."""
-    a = c.inputs[0]
+    """g times the conjugate cofactor matrix: eagerly where every determinant is finite and
+    nonzero ``conj(det(A)) A^-H`` (PyTorch's), else from the SVD A = U diag(S) Vh:
+    conj(det(U) det(Vh)) U diag(the product of the other singular values) Vh, which holds for
+    singular matrices as well (where ``A^-H`` does not exist; PyTorch 2.13 returns 0 there)."""
+    a, d = c.inputs[0], c.outputs[0]
     n = a.shape[-1]
     if n == 0:
         return (E.zeros(tuple(a.shape), dtype=g.dtype),)
+    if (
+        not building_graph()
+        and hasattr(d, "_data")
+        and np.all(np.isfinite(d._data) & (d._data != 0))
+    ):
+        # eagerly, every matrix invertible: PyTorch's conj(det) A^-H, one inverse where the
+        # SVD took 6x PyTorch's backward (the same matrix there, differentiable again alike)
+        scale = E.unsqueeze(E.unsqueeze(g * E.conj(d), -1), -1)
+        return (scale * mH(apply(INV, a)),)
     u, s, vh = apply(LINALG_SVD, a, full_matrices=False)
     others = E.where(E.eye(n, dtype=dt.bool_), E.ones((), dtype=s.dtype), E.unsqueeze(s, -2))
     products = E.prod(others, -1)  # [i]: the product of every singular value but the i-th
@@ -529,13 +539,15 @@ DET = _linalg_op(
     "det(A): the determinants of a (batch of) square matrices",
     onnx=lambda e: e.node("Det", e.inputs),
     complex=Complex.GRADIENT,
+    save_outputs=(0,),  # (the eager gradient's conj(det))
 )
 
 
 def det(A):
     """``torch.linalg.det``: the determinant of each square matrix of ``A`` (..., n, n). The
     gradient is the cofactor matrix, computed from the SVD, so that exactly singular matrices
-    get theirs too (where ember differs: PyTorch 2.13's gradient there is 0)."""
+    get theirs too (where ember differs: PyTorch 2.13's gradient there is 0); eagerly, where
+    every matrix is invertible, PyTorch's ``conj(det) A^-H``."""
     return apply(DET, to_tensor(A))
 
 
