@@ -480,15 +480,16 @@ def _relu_backward_infer(g, y):
 
 
 def _relu_backward_kernel(g, y):
-    # g's bits where y > 0, +0.0 elsewhere (NaN y too): one multiply of the bits by the mask
-    # (ops/_select.py), where np.where on a ReLU's random mask runs several times slower
-    return select_bits(np.greater(y, 0), g, np.zeros((), g.dtype))
+    # +0.0 where y <= 0, g's bits elsewhere (a NaN y passes g, as PyTorch's threshold_backward):
+    # one multiply of the bits by the mask (ops/_select.py), where np.where on a ReLU's random
+    # mask runs several times slower
+    return select_bits(np.less_equal(y, 0), np.zeros((), g.dtype), g)
 
 
 def _onnx_relu_backward(e):
     g, y = e.inputs
-    positive = e.node("Greater", [y, e.scalar(0, e.in_types[1].dtype)])
-    return e.node("Where", [positive, g, e.scalar(0, e.in_types[0].dtype)])
+    blocked = e.node("LessOrEqual", [y, e.scalar(0, e.in_types[1].dtype)])
+    return e.node("Where", [blocked, e.scalar(0, e.in_types[0].dtype), g])
 
 
 RELU_BACKWARD = register(
@@ -500,9 +501,9 @@ RELU_BACKWARD = register(
         # linear in g under the same mask; piecewise constant in y: zeros there, as PyTorch's
         vjp=lambda c, a: (apply(RELU_BACKWARD, a, c.inputs[1]), zero_input_grad(c, 1)),
         cost=elementwise_cost(1),
-        c="({1} > 0 ? {0} : ({T})0)",
+        c="({1} <= 0 ? ({T})0 : {0})",
         onnx=_onnx_relu_backward,
-        doc="relu_backward(g, y): g where the ReLU's result y > 0, else +0.0 (NaN y: 0); "
+        doc="relu_backward(g, y): +0.0 where the ReLU's result y <= 0, else g (NaN y: g); "
         "the eager tape's ReLU gradient in one pass (PyTorch's threshold_backward)",
     )
 )
@@ -513,10 +514,10 @@ def _relu_vjp(c, g):
     if not building_graph() and g.dtype is y.dtype and tuple(g.shape) == tuple(y.shape):
         # eagerly one pass, where the two ops below would make a mask and then select
         return (apply(RELU_BACKWARD, g, y),)
-    # where(result > 0, g, 0), the form the pooling scatter and convolution epilogues fuse
-    # (a graph's fused loop runs it in one pass); at a NaN the gradient is 0 (PyTorch's
-    # threshold_backward passes it there)
-    return (E.where(y > 0, g, 0),)
+    # where(result != 0, g, 0), the form the pooling scatter and convolution epilogues fuse
+    # (a graph's fused loop runs it in one pass): a ReLU's result is never negative, so this is
+    # PyTorch's threshold_backward, a NaN result passing g
+    return (E.where(y != 0, g, 0),)
 
 
 _unary(
