@@ -46,6 +46,7 @@ from ._convert import (
 )
 from ._export_roles import BUFFER, CONSTANT, PARAMETER, initializer_roles, layout_copies
 from ._model import (
+    MAX_LOOP_ITERATIONS,
     ModelSource,
     attribute_value,
     check_names,
@@ -58,11 +59,29 @@ from ._model import (
 )
 
 
-def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None):
+def load(
+    model,
+    *,
+    trainable: bool = False,
+    capture: bool = True,
+    opt_level=None,
+    max_loop_iterations: int | None = MAX_LOOP_ITERATIONS,
+):
     source = read_model(model)
+    source.max_loop_iterations = _loop_bound(max_loop_iterations)
     if trainable:
         return OnnxModule(source)
     return OnnxFunction(source, capture=capture, opt_level=opt_level)
+
+
+def _loop_bound(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise OnnxError(
+            f"ember.onnx.load: max_loop_iterations must be a positive int or None, got {value!r}"
+        )
+    return int(value)
 
 
 # ----------------------------------------------------------------------------------------------
