@@ -73,3 +73,51 @@ def test_a_range_from_a_symbolic_start():
         want = np.arange(past, past + t) * 10 + np.arange(past, past + 2 * t, 2)
         np.testing.assert_array_equal(got, want)
         assert got.dtype == np.int64
+
+
+class _Seq2Seq(ember.nn.Module):
+    """BART's shape from ember's layers: an encoder layer over a padded source, a decoder
+    layer under the causal mask of the target's (dynamic) length."""
+
+    def __init__(self):
+        super().__init__()
+        nn = ember.nn
+        self.encoder = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        self.decoder = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, source, target, padding):
+        causal = ember.nn.Transformer.generate_square_subsequent_mask(target.shape[1])
+        memory = self.encoder(source, src_key_padding_mask=padding.bool())
+        return self.decoder(target, memory, tgt_mask=causal, memory_key_padding_mask=padding.bool())
+
+
+def test_a_causal_mask_of_a_dynamic_length_exports(tmp_path):
+    """generate_square_subsequent_mask built its mask in NumPy, so a symbolic target length
+    failed to capture; it is ember's triu of a full now, as PyTorch's."""
+    ember.manual_seed(0)
+    model = _Seq2Seq().eval()
+    r = np.random.default_rng(0)
+
+    def feed(batch, length):
+        padding = np.zeros((batch, length), np.int64)
+        padding[-1, length // 2 :] = 1
+        source = r.standard_normal((batch, length, 16)).astype(np.float32)
+        return [source, r.standard_normal((batch, length + 1, 16)).astype(np.float32), padding]
+
+    b, t, u = (ember.export.Dim(n, min=2) for n in "btu")
+    path = tmp_path / "seq2seq.onnx"
+    ember.onnx.export(
+        model,
+        tuple(ember.tensor(a) for a in feed(2, 6)),
+        str(path),
+        dynamo=True,
+        dynamic_shapes=({0: b, 1: t}, {0: b, 1: u}, {0: b, 1: t}),
+    )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for batch, length in ((2, 5), (3, 8)):
+        arrays = feed(batch, length)
+        (want,) = session.run(None, dict(zip([i.name for i in session.get_inputs()], arrays)))
+        got = model(*[ember.tensor(a) for a in arrays]).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    mask = ember.nn.Transformer.generate_square_subsequent_mask(3).numpy()
+    np.testing.assert_array_equal(mask, np.triu(np.full((3, 3), -np.inf, np.float32), 1))
