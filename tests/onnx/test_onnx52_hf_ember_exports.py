@@ -121,3 +121,42 @@ def test_a_causal_mask_of_a_dynamic_length_exports(tmp_path):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
     mask = ember.nn.Transformer.generate_square_subsequent_mask(3).numpy()
     np.testing.assert_array_equal(mask, np.triu(np.full((3, 3), -np.inf, np.float32), 1))
+
+
+class _LastToken(ember.nn.Module):
+    """BERT's buffers sliced to the length and GPT-2's last-token pooling: ``x[:, -1]`` of a
+    symbolic length T is a select at T - 1, which export's Slice rule took for a slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("position_ids", ember.arange(32).expand((1, -1)))
+        self.positions = ember.nn.Embedding(32, 8)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        h = self.positions(self.position_ids[:, :t]) + ids[..., None].float()
+        return h[:, -1], h[:, -2:].sum(1), h[:, : t // 2].mean(1)
+
+
+def test_a_select_from_the_end_of_a_dynamic_length_exports(tmp_path):
+    model = _LastToken()
+    path = tmp_path / "last_token.onnx"
+    r = np.random.default_rng(0)
+    ember.onnx.export(
+        model,
+        (ember.tensor(r.integers(0, 5, (2, 6))),),
+        str(path),
+        dynamo=True,
+        dynamic_shapes=({0: ember.export.Dim("b"), 1: ember.export.Dim("t", min=2)},),
+    )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for batch, length in ((1, 5), (3, 8)):
+        ids = r.integers(0, 5, (batch, length))
+        want = session.run(None, {session.get_inputs()[0].name: ids})
+        got = model(ember.tensor(ids))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w, rtol=1e-6, atol=1e-6)
+    x = ember.zeros(2, 5, requires_grad=True)
+    f = ember.function(lambda x: x[:, -1].sum(), input_signature=[TensorSpec((None, "t"))])
+    f(x).backward()
+    np.testing.assert_array_equal(x.grad.numpy()[:, -1], np.ones(2, np.float32))
