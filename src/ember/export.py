@@ -69,6 +69,39 @@ class Dim:
     def __repr__(self) -> str:
         return f"Dim({self.__name__!r}, min={self.min}, max={self.max})"
 
+    # PyTorch's derived dims: ``2 * d``, ``d + 1`` (an input whose size follows another's)
+    def __mul__(self, k: int):
+        return _derived(self, k, lambda x: x * k, f"{k}*{self.__name__}", "*")
+
+    __rmul__ = __mul__
+
+    def __add__(self, k: int):
+        return _derived(self, k, lambda x: x + k, f"{self.__name__} + {k}", "+")
+
+    __radd__ = __add__
+
+    def __sub__(self, k: int):
+        return _derived(self, k, lambda x: x - k, f"{self.__name__} - {k}", "-")
+
+
+class _DerivedDim:
+    """``root`` transformed by ``fn`` (PyTorch's _DerivedDim: ``root`` and ``fn`` are the
+    names the ONNX exporter reads, ember's or PyTorch's alike)."""
+
+    def __init__(self, root: Dim, fn, name: str):
+        self.root, self.fn, self.__name__ = root, fn, name
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _derived(root, k, fn, name: str, op: str):
+    if isinstance(root, _DerivedDim) or isinstance(k, bool) or not isinstance(k, int):
+        return NotImplemented
+    if op == "*" and k < 1:
+        raise ArgumentError(f"Dim {root.__name__}: a derived dim scales by k >= 1, got {k}")
+    return _DerivedDim(root, fn, name)
+
 
 def dims(*names: str, min: int | None = None, max: int | None = None) -> tuple:  # noqa: A002
     """One `Dim` per name, sharing the range."""
@@ -305,9 +338,9 @@ def _axis_specs(name: str, value, ndim: int) -> dict:
     for axis, d in items:
         if not isinstance(axis, int) or not -ndim <= axis < ndim:
             raise ArgumentError(f"dynamic_shapes for {name}: no axis {axis!r}", op="export")
-        if d is not None and not isinstance(d, (Dim, _Special)):
+        if d is not None and not isinstance(d, (Dim, _Special, _DerivedDim)):
             raise ArgumentError(
-                f"dynamic_shapes for {name}[{axis}] must be a Dim, Dim.AUTO, Dim.DYNAMIC, "
+                f"dynamic_shapes for {name}[{axis}] must be a Dim, 2*Dim, Dim.AUTO, Dim.DYNAMIC, "
                 f"Dim.STATIC or None, got {d!r}",
                 op="export",
             )
@@ -385,14 +418,20 @@ def _captured(module, names, values, axes_of, example, *, auto_dynamic: bool):
     now (a program that cannot run on its symbolic sizes fails here)."""
     from .capture.signature import TensorSpec
     from .grad_mode import no_grad
+    from .symbolic import sym
 
-    specs, ranges, by_name = [], {}, {}
+    specs, ranges, by_name, derived_examples = [], {}, {}, []
     for name, v, axes in zip(names, values, axes_of):
         shape = []
         for axis, size in enumerate(v.shape):
             d = axes.get(axis)
             if d is None or d is Dim.STATIC or (d is Dim.AUTO and not auto_dynamic):
                 shape.append(int(size))
+                continue
+            if isinstance(d, _DerivedDim):  # (its size follows the root's: a SymDim of it)
+                derived = d.fn(sym(d.root.__name__))
+                shape.append(derived)
+                derived_examples.append((name, axis, size, derived))
                 continue
             if isinstance(d, Dim):
                 symbol = d.__name__
@@ -411,6 +450,18 @@ def _captured(module, names, values, axes_of, example, *, auto_dynamic: bool):
             ranges[symbol] = (low, high)
             shape.append(symbol)
         specs.append(TensorSpec(tuple(shape), v.dtype))
+    bindings = {}
+    for v, spec in zip(values, specs):
+        for size, d in zip(v.shape, spec.shape):
+            if isinstance(d, str):
+                bindings.setdefault(d, int(size))
+    for name, axis, size, derived in derived_examples:
+        if derived.symbols() <= bindings.keys() and derived.evaluate(bindings) != int(size):
+            raise ShapeError(
+                f"the example's {name}.shape[{axis}] = {size} is not {derived} = "
+                f"{derived.evaluate(bindings)}",
+                op="export",
+            )
     program = ExportedProgram(module, specs, names, example, ranges)
     with no_grad():
         program._function(*values)

@@ -112,3 +112,31 @@ def test_the_pass_alone_rewrites_conv_and_batch_norm():
     ops = [n.op for n in graph.nodes if n.kind == "call"]
     assert CONV in ops and BATCH_NORM_EVAL not in ops
     assert not fold_channel_affines(graph)[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_depthwise_convolution_takes_the_shift_as_its_bias_operand(dtype):
+    """An imported MobileNet's depthwise convolution and batch norm: the shift becomes the
+    convolution's own bias (its kernel adds it as it stores the sums) rather than an add left
+    as a pass of its own, since the epilogue pass leaves depthwise convolutions alone. Before
+    onnx52 every such batch norm cost an elementwise pass over the convolution's result."""
+    rng = np.random.default_rng(3)
+    a = _arrays(rng, 6, 6, 6, dtype)
+    x = ember.tensor(rng.standard_normal((2, 6, 8, 8)).astype(dtype))
+
+    def f(x):
+        c = {k: ember.tensor(v) for k, v in a.items()}
+        y = F.conv2d(x, c["w"], padding=1, groups=6)
+        return F.batch_norm(y, c["mean"], c["var"], c["gamma"], c["beta"], eps=1e-3)
+
+    with ember.no_grad():
+        graph = ember.trace(f, x, opt_level=0).graph
+        assert fold_channel_affines(graph)[1]
+        calls = [n for n in graph.nodes if n.kind == "call"]
+        assert [n.op for n in calls] == [CONV] and len(calls[0].inputs) == 3
+        folded = ember.trace(f, x, verify=True)
+        want = ember.trace(f, x, opt_level=0)(x).numpy()
+        got = folded(x).numpy()
+    eps = np.finfo(dtype).eps
+    tol = 8 * eps * 3 * (1 + np.abs(a["gamma"] / np.sqrt(a["var"])).max())
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

@@ -46,6 +46,7 @@ from ..optim.optimizer import HyperParameter
 from ..optim.train_op import Operation
 from ..runtime.codegen import compile_graph
 from ..symbolic import SymDim
+from ..symbolic_assumptions import first_broken
 from ..tensor import Tensor
 from ..transforms.partition import _copy_into
 from ..types import TensorType
@@ -327,6 +328,7 @@ class Session:
                     op="Session.run",
                 )
             feeds[id(value_of)] = _check_feed(value_of, value, bound)
+        _check_sizes(bound, self.graph.size_assumptions)
         return feeds
 
     # ------------------------------------------------------------------------------ running
@@ -446,3 +448,27 @@ def _check_feed(placeholder, value, bound: dict) -> np.ndarray:
                     op="Session.run",
                 )
     return array
+
+
+def _check_sizes(bound: dict, assumptions) -> None:
+    """Refuse feeds whose sizes disagree with a placeholder size derived from others (``2*n``
+    beside ``n``) or break a size equality the graph was built on (a U-Net's ``2*(H//2) ==
+    H``, symbolic_assumptions.py)."""
+    bindings = {want.symbol(): size for want, (size, _) in bound.items() if want.symbol()}
+    for want, (size, name) in bound.items():
+        if want.symbol() is None and want.symbols() <= bindings.keys():
+            if want.evaluate(bindings) != size:
+                raise ShapeError(
+                    f"placeholder {name!r} is fed size {size} where the graph has {want} = "
+                    f"{want.evaluate(bindings)} (from the other placeholders' sizes)",
+                    op="Session.run",
+                )
+    broken = first_broken(assumptions, bindings)
+    if broken is not None:
+        sizes = ", ".join(f"{n}={bindings[n]}" for n in sorted(broken.symbols()))
+        raise ShapeError(
+            f"the graph was built over symbolic sizes assuming {broken.describe(bindings)}, "
+            f"which these feeds ({sizes}) break; feed sizes for which it holds (an image size "
+            "its strides divide)",
+            op="Session.run",
+        )

@@ -66,8 +66,9 @@ def capture_call(fn, args, kwargs, **options) -> GraphFunction:
     the result then checks (capture/size_checks.py)."""
     with recording() as assumed:
         compiled = _capture_call(fn, args, kwargs, **options)
-    if assumed:
-        compiled.check_sizes = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
+    check = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
+    if check.needed:
+        compiled.check_sizes = check
     return compiled
 
 

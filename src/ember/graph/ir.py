@@ -26,6 +26,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import ShapeError
 from ..ops._registry import OpDef
+from ..symbolic_assumptions import recording
 from ..types import TensorType
 from ._base import GraphBase, GraphError
 
@@ -125,6 +126,10 @@ class Graph(GraphBase):
         self._insert_at: int | None = None  # None: append at the end
         self._erasing: set[int] | None = None  # ids of nodes erased in an erasing() block
         self._builder = None  # the GraphBuilder of ``with graph:`` blocks (capture/static.py)
+        # the size equalities ops took for aligned symbolic sizes while ``with graph:`` blocks
+        # built it (symbolic_assumptions.py), which a Session checks against each run's feeds
+        self.size_assumptions: list = []
+        self._recordings: list = []  # (the open blocks' recording contexts, innermost last)
 
     # ------------------------------------------------------------------------------ naming
     def _fresh(self, hint: str | None) -> str:
@@ -281,9 +286,15 @@ class Graph(GraphBase):
         if self._builder is None:
             self._builder = GraphBuilder(self)
         self._builder.__enter__()
+        block = recording()
+        self._recordings.append((block, block.__enter__()))
         return self
 
     def __exit__(self, *exc) -> bool:
+        block, found = self._recordings.pop()
+        block.__exit__(None, None, None)
+        known = set(self.size_assumptions)
+        self.size_assumptions.extend(a for a in found if a not in known)
         return self._builder.__exit__(*exc)
 
     # ------------------------------------------------------------------------------ reading

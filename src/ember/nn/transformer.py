@@ -12,9 +12,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-import numpy as np
-
 from .. import dtypes as dt
+from ..ops import api as E
 from ..tensor import Tensor
 from . import functional as F
 from .attention import MultiheadAttention
@@ -25,11 +24,12 @@ from .module import Module
 from .normalization import LayerNorm
 
 
-def generate_square_subsequent_mask(sz: int, dtype=None) -> Tensor:
-    """The (sz, sz) causal mask: 0 on and below the diagonal, -inf above it."""
+def generate_square_subsequent_mask(sz, dtype=None) -> Tensor:
+    """The (sz, sz) causal mask: 0 on and below the diagonal, -inf above it. Built of ember
+    ops, as PyTorch builds it, so ``sz`` may be a symbolic size (a target length a graph or
+    an ONNX export keeps dynamic)."""
     d = dt.get_default_dtype() if dtype is None else dt.as_dtype(dtype)
-    mask = np.triu(np.full((sz, sz), -np.inf), k=1)
-    return Tensor(mask.astype(d.np))
+    return E.triu(E.full((sz, sz), float("-inf"), dtype=d), 1)
 
 
 def _activation(activation) -> Callable:

@@ -18,19 +18,38 @@ from __future__ import annotations
 
 import importlib
 
+from ._model import MAX_LOOP_ITERATIONS
+
 __all__ = ["load", "export", "backend", "OnnxFunction", "OnnxModule"]
 
 
-def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None):
+def load(
+    model,
+    *,
+    trainable: bool = False,
+    capture: bool = True,
+    opt_level=None,
+    max_loop_iterations: int | None = MAX_LOOP_ITERATIONS,
+):
     """Read an ONNX model (a path, bytes or an ``onnx.ModelProto``) as an ember callable.
 
     ``trainable=False`` gives an `OnnxFunction` (initializers are constants); ``True`` an
     `OnnxModule` (``nn.Module``) whose floating-point initializers are Parameters.
     ``capture=False`` runs the model eagerly, op by op, instead of capturing it into a graph.
+    ``max_loop_iterations`` bounds a Loop whose condition decides when it ends: past that many
+    iterations with the condition still true it raises `OnnxError` (or, in a captured graph,
+    `CheckFailedError`) naming the node rather than run on forever; ``None`` lets it run (a
+    KeyboardInterrupt still stops it). A Loop that only counts to its trip count is not bounded.
     Damaged files, unknown operators and unsupported opsets raise `OnnxError` naming them."""
     from .importer import load as _load
 
-    return _load(model, trainable=trainable, capture=capture, opt_level=opt_level)
+    return _load(
+        model,
+        trainable=trainable,
+        capture=capture,
+        opt_level=opt_level,
+        max_loop_iterations=max_loop_iterations,
+    )
 
 
 def export(target, path=None, *example_inputs, input_signature=None, opset=None, **kwargs):

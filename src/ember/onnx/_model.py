@@ -49,11 +49,18 @@ def require_onnx():
     return onnx
 
 
+# the most iterations a Loop with a condition runs before ember calls it endless (a file can
+# write a condition that never turns false, with no trip count or INT64_MAX as one); a model
+# that means to loop longer is loaded with ``max_loop_iterations=`` larger, or None
+MAX_LOOP_ITERATIONS = 1 << 20
+
+
 @dataclass
 class ModelSource:
     proto: object  # onnx.ModelProto, external data loaded
     name: str  # how errors name the model (its path, or "<bytes>")
     opsets: dict  # domain -> version
+    max_loop_iterations: int | None = MAX_LOOP_ITERATIONS
 
 
 def read_model(source, *, name: str | None = None) -> ModelSource:

@@ -45,6 +45,7 @@ from ..graph import scope as _scope
 from ..graph.ir import Graph
 from ..nn.module import Module
 from ..symbolic import SymDim
+from . import _size_contract as size_contract
 from ._model import require_onnx
 from .export_emit import onnx_dtype
 from .export_writer import ModelWriter, needed_nodes, pair_type, value_info
@@ -178,6 +179,12 @@ def _build(target, example_inputs, input_signature, opset, input_names, output_n
         # (the file computes its sizes as if these held: a runtime given sizes that break one
         # fails, or computes what the model never meant; ember's own function refuses them)
         props["ember.size_assumptions"] = json.dumps([str(a) for a in plan.size_assumptions])
+    contract = size_contract.write(
+        [(name, tuple(t.shape)) for name, t, role in inputs if role.kind == "arg"],
+        plan.size_assumptions,
+    )
+    if contract is not None:
+        props[size_contract.KEY] = contract
     if props:
         onnx.helper.set_model_props(model, props)
     small = sum(t.ByteSize() for t in model.graph.initializer) <= _LIMIT

@@ -46,6 +46,7 @@ from ._convert import (
 )
 from ._export_roles import BUFFER, CONSTANT, PARAMETER, initializer_roles, layout_copies
 from ._model import (
+    MAX_LOOP_ITERATIONS,
     ModelSource,
     attribute_value,
     check_names,
@@ -56,13 +57,32 @@ from ._model import (
     sparse_to_array,
     tensor_to_array,
 )
+from ._size_contract import SizeContract
 
 
-def load(model, *, trainable: bool = False, capture: bool = True, opt_level=None):
+def load(
+    model,
+    *,
+    trainable: bool = False,
+    capture: bool = True,
+    opt_level=None,
+    max_loop_iterations: int | None = MAX_LOOP_ITERATIONS,
+):
     source = read_model(model)
+    source.max_loop_iterations = _loop_bound(max_loop_iterations)
     if trainable:
         return OnnxModule(source)
     return OnnxFunction(source, capture=capture, opt_level=opt_level)
+
+
+def _loop_bound(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise OnnxError(
+            f"ember.onnx.load: max_loop_iterations must be a positive int or None, got {value!r}"
+        )
+    return int(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -441,6 +461,8 @@ class OnnxFunction:
         kwargs = {} if opt_level is None else {"opt_level": opt_level}
         name = re.sub(r"\W", "_", source.proto.graph.name or "onnx_model")
         self._function = _ember_function(self._captured, name=name, **kwargs) if capture else None
+        # the sizes an ember-written file was exported for, checked on every call
+        self._sizes = SizeContract.read(source.proto, self.input_names, source.name)
         # (the argument facts (`_facts_of`), whether some are NumPy arrays) of the latest
         # captured calls `_bind` checked, the most recent first (replaced, never changed in
         # place: calls from other threads read it)
@@ -482,6 +504,8 @@ class OnnxFunction:
                 values = list(map(_fed, args))
         else:
             values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
+        if self._sizes is not None:
+            self._sizes.check(values, self.source.name)
         capturable = self._function is not None and self.eager_reason is None
         if capturable and (
             overrides is None or all(is_tensor(v) for v in (*values, *overrides.values()))
@@ -508,6 +532,8 @@ class OnnxFunction:
         """Run the model op by op, without capturing it (the reference the captured path is
         tested against)."""
         values, overrides = _bind(self.runner, args, dict(kwargs), self.source.name)
+        if self._sizes is not None:
+            self._sizes.check(values, self.source.name)
         outs = self.runner.run(values, params=overrides)
         results = tuple(_to_output(v, self.source.name) for v in outs)
         return results[0] if len(results) == 1 else results
@@ -650,6 +676,8 @@ class OnnxModule(Module):
         object.__setattr__(self, "_runner", runner)
         object.__setattr__(self, "_source", source)
         object.__setattr__(self, "_param_names", {})
+        sizes = SizeContract.read(source.proto, runner.input_names, source.name)
+        object.__setattr__(self, "_sizes", sizes)
         used = set()
         statistics = _state_inputs(runner)
         state_only, copies = _state_copies(runner, statistics)
@@ -697,6 +725,8 @@ class OnnxModule(Module):
     def forward(self, *args, **kwargs):
         runner = self._runner
         values, overrides = _bind(runner, args, dict(kwargs), self._source.name)
+        if self._sizes is not None:
+            self._sizes.check(values, self._source.name)
         params = {name: getattr(self, attr) for name, attr in self._param_names.items()}
         for name, (source, (how, arg)) in self._layout_copies.items():
             weight = params[source]

@@ -170,6 +170,8 @@ def _shapes_signature(target, args, dynamic_shapes, input_names) -> list:
                 continue
             if marker is not None:
                 name = f"{names[i]}_{axis % a.ndim}"
+            elif _is_derived(d):  # (2 * dim: the root's symbol, scaled)
+                name = _derived_size(d, f"dynamic_shapes for {names[i]}[{axis}]")
             else:
                 name = d if isinstance(d, str) else getattr(d, "__name__", None)
                 if not isinstance(name, str) or not name.isidentifier():
@@ -181,6 +183,29 @@ def _shapes_signature(target, args, dynamic_shapes, input_names) -> list:
             shape[axis % a.ndim] = name
         specs.append(TensorSpec(tuple(shape), a.dtype))
     return specs
+
+
+def _is_derived(d) -> bool:
+    return callable(getattr(d, "fn", None)) and hasattr(d, "root")
+
+
+def _derived_size(d, where: str):
+    """A derived Dim (``2 * n``, ``n + 1``: ember's or PyTorch's) as the SymDim it computes
+    from its root's symbol, so the file relates the two sizes rather than naming each apart."""
+    from ..symbolic import SymDim, sym
+
+    root = getattr(d.root, "__name__", None)
+    if not isinstance(root, str) or not root.isidentifier():
+        raise OnnxError(f"{where}: a derived Dim's root has no name ({d.root!r})", op="export")
+    try:
+        size = d.fn(sym(root))
+    except Exception as err:  # (a user's function: any failure is theirs to read)
+        raise OnnxError(
+            f"{where}: the derived Dim {d!r} failed on a size: {err}", op="export"
+        ) from err
+    if not isinstance(size, SymDim):
+        raise OnnxError(f"{where}: the derived Dim {d!r} gives {size!r}, not a size", op="export")
+    return size
 
 
 class OnnxProgram:

@@ -30,6 +30,7 @@ summed over all but the channels.
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.conv_plan import compute_dtype, conv_geometry, conv_out_size
 from ..types import TensorType
@@ -515,8 +516,25 @@ def _bias_slot(in_types) -> int | None:
 
 def _conv_channel_fold(in_types, attrs):
     """Output channel c reads weight row c alone, whatever the groups; the shift joins the
-    bias operand, or is added after (the epilogue pass stores it with the convolution)."""
-    return ChannelWeights(weight=1, bias=_bias_slot(in_types))
+    bias operand, or is added after (the epilogue pass stores it with the convolution). A
+    float32/float64 depthwise convolution gains the bias operand instead: its own kernel
+    (kernels/cdepthwise.py) adds a bias to its sums as it stores them, the same sum the add
+    would compute, and the epilogue pass leaves depthwise convolutions alone (an imported
+    MobileNet's batch norms would otherwise each cost a pass of its own)."""
+    slot = _bias_slot(in_types)
+    if slot is None and _depthwise_gains_bias(in_types, attrs):
+        slot = 2
+    return ChannelWeights(weight=1, bias=slot)
+
+
+def _depthwise_gains_bias(in_types, attrs) -> bool:
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = in_types[:2]
+    if x.dtype not in (dt.float32, dt.float64) or len(x.shape) != 4 or len(in_types) != 2:
+        return False
+    channels, groups = x.shape[1], attrs["groups"]
+    return isinstance(channels, int) and multiplier(channels, tuple(w.shape), groups) is not None
 
 
 def _input_grad_channel_fold(in_types, attrs):

@@ -256,10 +256,13 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
 
 
 def _symbolic_range(start, end, step, dtype):
-    """``arange(start, end, step)`` up to a symbolic size (a position index ``arange(T)``):
-    whole-number start and step, ``ceil((end - start) / step)`` values made in the graph as
-    the running count of ones, so the length follows the size when the graph runs."""
-    if not (isinstance(start, int) and isinstance(step, int) and step > 0):
+    """``arange(start, end, step)`` up to a symbolic size (a position index ``arange(T)``, a
+    cache's new positions ``arange(past, past + T)``): a whole-number or symbolic start, a
+    positive whole step, ``ceil((end - start) / step)`` values made in the graph as the running
+    count of ones, so the length follows the size when the graph runs (a symbolic start is
+    filled in at run time, as a symbolic size in arithmetic is)."""
+    whole = isinstance(start, (int, SymDim)) and not isinstance(start, bool)
+    if not (whole and isinstance(step, int) and step > 0):
         raise ShapeError(
             f"a range up to the symbolic size {end} needs a whole start and a positive whole "
             f"step, got start {start!r} and step {step!r}",
@@ -267,7 +270,8 @@ def _symbolic_range(start, end, step, dtype):
         )
     count = (end - start + step - 1) // step
     k = E.cumsum(E.full((count,), 1, dtype=dt.int64), 0)  # 1 .. count
-    values = E.add(E.mul(E.sub(k, 1), step), start) if (start, step) != (0, 1) else E.sub(k, 1)
+    offsets = E.sub(k, 1) if step == 1 else E.mul(E.sub(k, 1), step)
+    values = offsets if isinstance(start, int) and start == 0 else E.add(offsets, start)
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
     return values if d is dt.int64 else E.cast(values, d)
 

@@ -86,7 +86,7 @@ def _onnx_basic_plan(e, entries, shape):
             added.append(out)
             out += 1
             continue
-        if isinstance(entry, int):
+        if isinstance(entry, (int, SymDim)):  # (x[:, -1] of a symbolic size T: T-1)
             starts.append(entry), ends.append(entry + 1), axes.append(dim), steps.append(1)
             dropped.append(dim)
             dim += 1
@@ -125,7 +125,7 @@ def _getitem_node_name(attrs, in_types) -> str:
         if entry is None:
             last = "UnsqueezeBackward0"
             continue
-        if type(entry) is int:
+        if type(entry) is int or isinstance(entry, SymDim):
             last = "SelectBackward0"
         elif entry != ("slice", 0, shape[dim], 1):
             last = "SliceBackward0"

@@ -10,7 +10,10 @@ weight must be a constant and its result read by the affine alone, and it must h
 operand of its own (``channel_fold``'s ``bias``: a half-precision convolution's, which scaling
 the weight would leave unscaled; transforms/fold_affine_inputs.py folds those). The new weight
 is computed in float64 and rounded once to the weight's dtype, so results equal the unfolded
-graph's within rounding (the product is rounded once instead of twice)."""
+graph's within rounding (the product is rounded once instead of twice). The shift is added
+after the call (the epilogue pass stores it with the convolution), or, where the producer's
+rule offers a bias operand the call gains and its epilogue rule would not take the add (a
+float32/float64 depthwise convolution, whose own kernel adds a bias), passed as that operand."""
 
 from __future__ import annotations
 
@@ -41,19 +44,24 @@ def _fold_one(graph: Graph, node) -> bool:
     slot = producer.op.channel_weight(producer.attrs)
     if slot is None or _has_bias(producer):
         return False
+    gains = _gains_bias(producer)
     weight = constant_value(producer.inputs[slot])
     out = node.outputs[0]
     if weight is None or weight.shape[:1] != scale.shape or x.type != out.type:
         return False
     scaled = weight.astype(np.float64) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
-    bias = shift.reshape((1, -1) + (1,) * (len(out.shape) - 2)).astype(out.dtype.np)
+    shape = (-1,) if gains else (1, -1) + (1,) * (len(out.shape) - 2)
+    bias = shift.reshape(shape).astype(out.dtype.np)
     with graph.inserting_before(node):
         w = graph.add_constant(scaled.astype(weight.dtype), name="folded_weight", frozen=True)
         inputs = list(producer.inputs)
         inputs[slot] = w
-        call = graph.add_call(producer.op, inputs, dict(producer.attrs))
         b = graph.add_constant(bias, name="folded_bias", frozen=True)
-        result = graph.add_call(ADD, [call.outputs[0], b])
+        if gains:  # (the call's own bias operand: a depthwise convolution's kernel adds it)
+            result = graph.add_call(producer.op, [*inputs, b], dict(producer.attrs))
+        else:
+            call = graph.add_call(producer.op, inputs, dict(producer.attrs))
+            result = graph.add_call(ADD, [call.outputs[0], b])
     graph.replace_all_uses(out, result.outputs[0])
     graph.erase_node(node)
     graph.erase_node(producer)
@@ -68,6 +76,22 @@ def _has_bias(producer) -> bool:
         return False
     weights = rule([v.type for v in producer.inputs], producer.attrs)
     return weights is not None and weights.bias is not None and weights.bias < len(producer.inputs)
+
+
+def _gains_bias(producer) -> bool:
+    """Whether the shift goes into a bias operand the call gains rather than an add after
+    it: where the producer's rule offers one (a depthwise convolution, a linear layer) and
+    its epilogue rule would not take the add (a depthwise convolution's own kernel adds the
+    bias; a linear layer's add stays for the epilogue pass, as its product's kernel with a
+    bias operand is another one)."""
+    rule = producer.op.channel_fold
+    if rule is None:
+        return False
+    weights = rule([v.type for v in producer.inputs], producer.attrs)
+    if weights is None or weights.bias != len(producer.inputs):
+        return False
+    epilogue = producer.op.epilogue
+    return epilogue is None or not epilogue.accepts(producer)
 
 
 def fold_channel_affines(graph: Graph) -> tuple[Graph, bool]:

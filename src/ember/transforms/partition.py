@@ -11,11 +11,17 @@ on its saved values gives exactly the joint graph's outputs (tests check it on t
 Outputs: the forward graph returns the joint outputs that forward nodes produce (in joint
 order: the user's outputs first), then the saved values; the backward graph returns the other
 joint outputs, in joint order. `joint_output_order` says how to put them back together.
+A backward computing with a symbolic size none of its inputs has (a reduction's gradient
+broadcast back to the input's symbolic shape) is also given a saved value of no bytes whose
+shape holds those sizes (`_size_carrier`).
 """
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..graph.ir import Graph
+from ..ops.creation import _FULL as FULL
+from ..symbolic import SymDim, sym
 
 __all__ = ["partition", "joint_output_order"]
 
@@ -64,19 +70,49 @@ def partition(graph: Graph, backward_start: int) -> tuple[Graph, Graph]:
                 seen.add(id(v))
                 saved.append(v)
     forward_outputs = [v for v in graph.outputs if id(v) not in produced_backward]
-    forward.set_outputs([f_map[id(v)] for v in forward_outputs] + [f_map[id(v)] for v in saved])
+    used_by_backward = {id(v) for n in backward_nodes for v in n.inputs}
+    read = [v.type for v in saved] + [v.type for v in graph.inputs if id(v) in used_by_backward]
+    carrier = _size_carrier(forward, backward_nodes, read)
+    forward.set_outputs(
+        [f_map[id(v)] for v in forward_outputs]
+        + [f_map[id(v)] for v in saved]
+        + ([carrier] if carrier is not None else [])
+    )
 
     backward = Graph(f"{graph.name}_backward")
     b_map: dict = {}
     for v in saved:
         b_map[id(v)] = backward.add_input(v.type, f"saved_{v.name}")
-    used_by_backward = {id(v) for n in backward_nodes for v in n.inputs}
+    if carrier is not None:
+        backward.add_input(carrier.type, "saved_sizes")
     for value in graph.inputs:
         if id(value) in used_by_backward:
             _input_for(backward, value, b_map)
     _copy_into(backward, backward_nodes, b_map, graph)
     backward.set_outputs([b_map[id(v)] for v in graph.outputs if id(v) in produced_backward])
     return forward, backward
+
+
+def _plain_symbols(types) -> set:
+    """The symbols that are a whole dimension of one of ``types`` (where a graph reads them)."""
+    return {d.symbol() for t in types for d in t.shape if isinstance(d, SymDim)} - {None}
+
+
+def _size_carrier(forward: Graph, backward_nodes, read_types):
+    """A value of no bytes whose shape holds the symbolic sizes the backward computes with
+    but reads from none of its inputs (the gradient of ``x.sum()`` over ``x``'s symbolic
+    shape: the backward holds only a 0-d cotangent), made in the forward (which reads them
+    from its own inputs) and saved; None where the backward lacks no size."""
+    have = _plain_symbols(read_types)
+    needed = set()
+    for node in backward_nodes:
+        for v in node.outputs:
+            needed.update(*(d.symbols() for d in v.type.shape if isinstance(d, SymDim)))
+    missing = sorted(needed - have)
+    if not missing or not set(missing) <= _plain_symbols(v.type for v in forward.inputs):
+        return None  # (nothing lacking, or nothing the forward could give either)
+    shape = (*(sym(name) for name in missing), 0)
+    return forward.add_call(FULL, [], {"shape": shape, "value": 0, "dtype": dt.uint8}).outputs[0]
 
 
 def joint_output_order(graph: Graph, backward_start: int) -> list[tuple[str, int]]:

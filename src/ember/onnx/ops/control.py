@@ -30,6 +30,7 @@ import numpy as np
 
 from ...control.scan import staged_scan
 from ...errors import EmberError, OnnxError
+from ...ops.checks import check
 from .._convert import EMPTY, NeedsData, converter, ember_dtype, is_static, is_symbolic
 from ._common import E
 from ._flow import (
@@ -124,8 +125,11 @@ def _loop_unrolled(ctx, body, max_trips, cond, values, unroll_limit=None):
     keep_going = True if cond is None else flag(ctx, cond, "the condition")
     cond_in = np.asarray(True) if cond is None else cond
     scans: list[list] = [[] for _ in range(k)]
+    bound = _iteration_bound(ctx, cond)
     i = 0
     while keep_going and (limit is None or i < limit):
+        if bound is not None and i >= bound:
+            raise ctx.error(_endless_message(bound))
         if unroll_limit is not None and i >= unroll_limit:
             raise NeedsData(
                 f"{ctx.label}: a loop carrying a sequence runs more than {unroll_limit} "
@@ -142,6 +146,20 @@ def _loop_unrolled(ctx, body, max_trips, cond, values, unroll_limit=None):
     for j, out in enumerate(scans):
         stacked.append(stack(ctx, out) if out else empty_stack(ctx, body.output_infos[1 + n + j]))
     return tuple(values + stacked)
+
+
+def _iteration_bound(ctx, cond) -> int | None:
+    """The iterations after which a Loop whose condition is still true is called endless
+    (``load(max_loop_iterations=)``); None for a Loop that only counts to its trip count."""
+    return None if cond is None else ctx.runner.model.max_loop_iterations
+
+
+def _endless_message(bound: int) -> str:
+    return (
+        f"the loop's condition is still true after {bound} iterations and its trip "
+        "count does not end it sooner; if the model means to loop longer, load it with "
+        "ember.onnx.load(..., max_loop_iterations=<more>) or max_loop_iterations=None"
+    )
 
 
 def _loop_captured(ctx, body, max_trips, cond, values):
@@ -193,13 +211,18 @@ def _loop_as_while(ctx, body, limit, cond, carries):
     i64 = ember_dtype(INT64, ctx.label)
     start = E.zeros((), dtype=i64)
     keep = predicate(ctx, np.asarray(True) if cond is None else cond, "the condition")
+    bound = _iteration_bound(ctx, cond)
+    if bound is not None and isinstance(limit, int) and limit <= bound:
+        bound = None  # (the trip count ends it first)
 
     def keep_going(state):
         i, c, *_ = state
-        if limit is None:
-            return c
-        in_range = i < limit
-        return in_range if cond is None else E.logical_and(in_range, c)
+        go = c if cond is not None else None
+        for below in (limit, bound):
+            if below is not None:
+                in_range = i < below
+                go = in_range if go is None else E.logical_and(go, in_range)
+        return go
 
     def step(state):
         i, c, *vals = state
@@ -208,7 +231,15 @@ def _loop_as_while(ctx, body, limit, cond, carries):
         return (i + 1, c, *new)
 
     final = E.while_loop(keep_going, step, (start, keep, *carries))
-    return tuple(final[2:])
+    if bound is None:
+        return tuple(final[2:])
+    # stopped by the bound alone: the condition still true and the trip count not reached
+    i, c = final[0], final[1]
+    endless = E.logical_and(c, i >= bound)
+    if limit is not None:
+        endless = E.logical_and(endless, i < limit)
+    ok = E.logical_not(endless)
+    return tuple(check(v, ok, f"{ctx.label}: {_endless_message(bound)}") for v in final[2:])
 
 
 def _loop_as_scan(ctx, body, trips: int, has_cond: bool, carries):
