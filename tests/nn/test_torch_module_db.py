@@ -24,10 +24,6 @@ SAMPLES_PER_MODE = 6
 EXPECTED = {
     "nn.FractionalMaxPool3d": "an unbatched input with _random_samples of batch 2: PyTorch "
     "reads the first, ember refuses the shape",
-    "nn.LPPool1d": "p = 1.5 of negative inputs: NaN windows; PyTorch's relu gradient passes "
-    "NaN through (threshold_backward), ember's gives 0 at a NaN input",
-    "nn.LPPool2d": "as nn.LPPool1d",
-    "nn.LPPool3d": "as nn.LPPool1d",
 }
 
 
