@@ -6,6 +6,12 @@ function the op modules export (``ember.add``, ``ember.matmul``, ...), plus the 
 
 import math as _math
 import sys as _sys
+import warnings as _warnings
+
+# PyTorch's kernels warn about no floating-point event (log(0), 0/0 and overflow give inf and
+# NaN silently); NumPy's warn, attributed to the line that called them, which for ember's
+# kernels is ember's own code: those are silenced, the user's own NumPy calls keep theirs
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ember\.")
 
 from . import _allocator, _methods, _tensor_extras, _unsafe_split  # noqa: E402, F401
 from . import capture as _capture
