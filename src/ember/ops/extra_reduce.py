@@ -1,7 +1,7 @@
 """Issue 19's long tail of reductions and scans, PyTorch's names: cummax, cummin, median,
-nanmedian, mode, logcumsumexp, count_nonzero, nansum, nanmean, std_mean and var_mean
-(dist, equal, diff and the trapezoids are in ops/differences.py; histc, searchsorted and
-bucketize in ops/binning.py).
+nanmedian, mode, count_nonzero, nansum, nanmean, std_mean and var_mean (logcumsumexp is in
+ops/logcumsumexp.py; dist, equal, diff and the trapezoids in ops/differences.py; histc,
+searchsorted and bucketize in ops/binning.py).
 
 Selections (cummax, cummin, median, nanmedian, mode) are one primitive, ``select_index``, that
 computes the chosen positions (int64, no gradient) with a NumPy kernel; the values are a
@@ -264,32 +264,6 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and its
     last position, a named tuple (values, indices)."""
     return mode_t(*_selected("mode", input, dim, keepdim))
-
-
-# ------------------------------------------------------------------------------ logcumsumexp
-
-
-@export(method=True)
-def logcumsumexp(input, dim: int):
-    """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow: each running value
-    is the previous one log-added to the next element. Float tensors only, as in PyTorch."""
-    x = to_tensor(input)
-    axis = normalize_axis("logcumsumexp", dim, max(x.ndim, 1))  # (PyTorch checks it first)
-    if not x.dtype.is_floating_point:
-        raise KernelDTypeError(
-            f"logcumsumexp is defined for float tensors, got {x.dtype}", op="logcumsumexp"
-        )
-    if x.ndim == 0:
-        return E.clone(x)
-    # a running logaddexp, written as one log-sum-exp per prefix over a masked square, so it
-    # differentiates through ember's ops (O(n^2) along dim: programs use it on short axes)
-    n = x.shape[axis]
-    moved = E.movedim(x, axis, -1)
-    rows = E.unsqueeze(moved, -2)  # (..., 1, n): prefix i reads elements j <= i
-    mask = to_tensor(np.tril(np.ones((n, n), bool)))
-    masked = E.where(mask, rows, float("-inf"))
-    out = E.logsumexp(masked, -1)
-    return E.movedim(out, -1, axis)
 
 
 # ------------------------------------------------------------------------- counting and NaN
