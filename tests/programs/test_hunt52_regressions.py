@@ -93,3 +93,23 @@ def test_logcumsumexp_long_axis_is_one_pass():
         outs.append([y.detach().numpy(), g.detach().numpy(), h.numpy()])
     for want, have in zip(*outs):
         np.testing.assert_allclose(have, want, rtol=1e-9, atol=1e-9)
+
+
+def test_topk_among_ties_picks_pytorchs_positions():
+    """A beam search's first step: every beam holds the same scores, so the flattened
+    (beam x vocabulary) scores tie in beams; masked tokens tie at -inf; ReLU outputs tie at
+    0; sorted=False keeps PyTorch's selection order."""
+    rng = np.random.default_rng(5)
+    logp = np.log(rng.dirichlet(np.ones(50), size=2))
+    beams = np.repeat(logp[:, None], 4, axis=1).reshape(2, -1)  # (batch, beam * vocab)
+    masked = rng.standard_normal((3, 40))
+    masked[:, 5:] = -np.inf
+    relu = np.maximum(rng.standard_normal((6, 300)), 0).astype(np.float32)
+    counts = rng.integers(0, 5, (4, 33))
+    for x, k in ((beams, 8), (masked, 9), (relu, 200), (relu, 3), (counts, 10)):
+        for largest in (True, False):
+            for ordered in (True, False):
+                got = ember.topk(ember.tensor(x), k, -1, largest, ordered)
+                want = torch.topk(torch.tensor(x), k, -1, largest, ordered)
+                np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+                np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())

@@ -6,7 +6,9 @@ their gradient is gather's (a scatter-add of the output gradient back to the cho
 positions), and the indices never carry a gradient. Its order is always *stable* (equal
 elements keep their order, descending too), which is what PyTorch's ``stable=True`` promises and
 one valid answer for ``stable=False``. NaN sorts above every number (last ascending, first
-descending), as in PyTorch.
+descending), as in PyTorch. With ``k`` (topk) it gives PyTorch's topk positions, which differ
+from the stable order's first k only in the choice and order of equal values
+(ops/_topk_order.py, kernels/ctopk.py).
 
 ``unique``'s output size is data-dependent: like ``nonzero`` (ops/selection.py), the public
 function reads the number of distinct values from the data when the call is made and records
@@ -36,6 +38,7 @@ from ..types import TensorType
 from . import api as E
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
+from ._topk_order import topk_positions
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, refuse_complex
 from .elementwise import to_tensor
 
@@ -56,7 +59,7 @@ def _sortable(a: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------- argsort
 
 
-def _argsort_infer(x, *, axis, descending, k=None):
+def _argsort_infer(x, *, axis, descending, k=None, ordered=True):
     if k is None or not x.ndim:
         return TensorType(tuple(x.shape), dt.int64)
     return TensorType(tuple(k if d == axis else s for d, s in enumerate(x.shape)), dt.int64)
@@ -92,33 +95,43 @@ def _first_k(a: np.ndarray, k: int, descending: bool) -> np.ndarray:
     return np.take_along_axis(picked, order, 1)
 
 
-def _argsort_kernel(x, *, axis, descending, k=None):
+def _stable_first_k(rows: np.ndarray, k: int, descending: bool) -> np.ndarray:
+    n = rows.shape[1]
+    if (
+        n < _SELECT_MIN
+        or k * _SELECT_SHARE > n
+        or (rows.dtype.kind == "f" and np.isnan(rows).any())
+    ):
+        return _stable_order(rows, 1, descending)[:, :k]
+    return _first_k(rows, k, descending)
+
+
+def _argsort_kernel(x, *, axis, descending, k=None, ordered=True):
+    """The stable order; with ``k`` (topk) the positions PyTorch's topk reports, which are the
+    stable order's first k wherever no ties decide them (ops/_topk_order.py)."""
     if x.ndim == 0:
         return np.zeros((), np.int64)
     a = _sortable(x)
-    n = a.shape[axis]
-    if k is None or k == n:
+    if k is None:
         return _stable_order(a, axis, descending).astype(np.int64, copy=False)
-    if n < _SELECT_MIN or k * _SELECT_SHARE > n or (a.dtype.kind == "f" and np.isnan(a).any()):
-        order = _stable_order(a, axis, descending)
-        return np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
     rows = np.moveaxis(a, axis, -1)
-    first = _first_k(rows.reshape(-1, n), k, descending).reshape(rows.shape[:-1] + (k,))
-    return np.ascontiguousarray(np.moveaxis(first, -1, axis)).astype(np.int64, copy=False)
+    flat = rows.reshape(-1, rows.shape[-1])
+    first = topk_positions(flat, k, descending, ordered, _stable_first_k(flat, k, descending))
+    first = first.astype(np.int64, copy=False).reshape(rows.shape[:-1] + (k,))
+    return np.ascontiguousarray(np.moveaxis(first, -1, axis))
 
 
-def _argsort_fast(x, *, axis, descending, k=None):
-    """kernels/ctopk.py's one pass with a heap for the first ``k`` of each row (the same
-    positions as the kernel's); None for a whole sort (NumPy's stable one) and where it does
-    not apply."""
-    if k is None or x.ndim == 0 or k == x.shape[axis] or k == 0:
+def _argsort_fast(x, *, axis, descending, k=None, ordered=True):
+    """kernels/ctopk.py: PyTorch's selection steps in C for topk (the kernel's positions);
+    None for a whole sort (NumPy's stable one) and where it does not apply."""
+    if k is None or x.ndim == 0 or k == 0:
         return None
     from ..kernels import ctopk
 
     a = _sortable(x)
     n = a.shape[axis]
     rows = np.moveaxis(a, axis, -1)
-    first = ctopk.first_k(rows.reshape(-1, n), k, bool(descending))
+    first = ctopk.torch_k(rows.reshape(-1, n), k, bool(descending), bool(ordered))
     if first is None:
         return None
     first = first.reshape(rows.shape[:-1] + (k,))
@@ -133,7 +146,8 @@ def _argsort_cost(in_types, out_types, attrs):
 
 
 def _onnx_argsort(e):
-    """TopK's indices: ONNX orders equal elements by index, as the stable kernel does."""
+    """TopK's indices: ONNX orders equal elements by index, as the stable kernel does (topk's
+    ties: where PyTorch's selection picks or orders equal values otherwise, ONNX's differ)."""
     x, t = e.inputs[0], e.in_types[0]
     a = e.attrs
     if not t.shape:
@@ -159,9 +173,10 @@ _ARGSORT = register(
         fast=_argsort_fast,
         cost=_argsort_cost,
         batch=None,
-        doc="argsort(x, axis, descending, k=None): int64 indices that sort x along axis, "
-        "stably (equal elements keep their order); NaN sorts above every number. With k, the "
-        "first k of them (topk), found by selection before sorting where rows are long",
+        doc="argsort(x, axis, descending, k=None, ordered=True): int64 indices that sort x "
+        "along axis, stably (equal elements keep their order); NaN sorts above every number. "
+        "With k, the positions PyTorch's topk(k, sorted=ordered) reports (its libstdc++ "
+        "selection's choice and order among equal values)",
     )
 )
 
@@ -201,9 +216,9 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
 def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The ``k`` largest (``largest=False``: smallest) elements of ``x`` along ``dim`` and their
     indices, a named tuple like ``torch.return_types.topk``. NaN counts as larger than every
-    number. The result is always sorted (largest first, or smallest first), with equal elements
-    in index order; ``sorted=False`` allows any order, and this one is such an order. The
-    gradient flows to the chosen elements' positions."""
+    number. Among equal values, the ones chosen and their order are PyTorch's CPU topk's (the
+    steps of its libstdc++ selection, ops/_topk_order.py), and so is the order ``sorted=False``
+    leaves. The gradient flows to the chosen elements' positions."""
     x = to_tensor(x)
     if x.dtype is dt.bool_:
         raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
@@ -218,7 +233,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
             op="topk",
         )
     flat = x if x.ndim else E.reshape(x, (1,))
-    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k)
+    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k, ordered=bool(sorted))
     values = E.gather(flat, axis, order)
     if x.ndim == 0:
         return TopkResult(E.reshape(values, ()), E.reshape(order, ()))
