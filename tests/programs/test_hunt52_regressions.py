@@ -113,3 +113,36 @@ def test_topk_among_ties_picks_pytorchs_positions():
                 want = torch.topk(torch.tensor(x), k, -1, largest, ordered)
                 np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
                 np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+
+
+def test_unstable_sort_mode_and_searchsorted_order_ties_as_pytorch():
+    """``sort``/``argsort`` default to stable=False, which PyTorch's CPU runs as std::sort: rows
+    of more than 16 with equal values (sequence lengths sorted for packing, integer labels)
+    come out in its order, not the stable one. ``mode`` reports the position std::sort leaves
+    last in the winning run (NaN equal to nothing). ``searchsorted`` in a sequence holding NaN
+    follows PyTorch's binary search."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(3, 9, 40)
+    labels = rng.integers(0, 4, (5, 64)).astype(np.float32)
+    labels[0, ::7] = np.nan
+    for T_out in (
+        lambda T: T.sort(T.tensor(lengths), descending=True),
+        lambda T: T.argsort(T.tensor(labels), dim=1),
+        lambda T: T.sort(T.tensor(labels), dim=0, descending=True),
+        lambda T: T.tensor(labels).t().msort(),
+        lambda T: T.mode(T.tensor(labels), 1),
+        lambda T: T.mode(T.tensor(lengths)),
+    ):
+        want, got = T_out(torch), T_out(ember)
+        for w, g in zip(
+            want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)
+        ):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    seq = np.sort(rng.integers(-3, 4, (3, 12)).astype(float), -1)
+    seq[:, -2:] = np.nan
+    values = rng.integers(-4, 5, (3, 6)).astype(float)
+    values[0, 0] = np.nan
+    for right in (False, True):
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), right=right)
+        got = ember.searchsorted(ember.tensor(seq), ember.tensor(values), right=right)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

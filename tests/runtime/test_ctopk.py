@@ -1,5 +1,5 @@
 """kernels/ctopk.py: PyTorch's topk positions equal the argsort op's NumPy kernel (its
-specification, ops/_topk_order.py) exactly (descending and ascending, sorted or not, ties,
+specification, ops/_torch_order.py) exactly (descending and ascending, sorted or not, ties,
 NaN above every number, -0.0 equal to 0.0) along every axis of random shapes,
 float32/float64/bfloat16 (widened)/int64, on one thread and two; both against PyTorch's
 indices; topk's values and gradients against PyTorch; no compiler: it declines."""
@@ -83,3 +83,22 @@ def test_without_a_compiler_it_declines(monkeypatch):
         assert ctopk.torch_k(np.ones((2, 5)), 2, True, True) is None
     finally:
         ctopk._function.cache_clear()
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.uint8])
+def test_unstable_sort_equals_the_kernel_and_pytorch(dtype):
+    """Whole rows by std::sort's steps (stable=False): the C loop, the NumPy kernel (stable
+    order, the Python steps on tied rows) and PyTorch's indices, along both axes."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 6, (40, 90)).astype(dtype)
+    if x.dtype.kind == "f":
+        x[rng.random(x.shape) < 0.1] = np.nan
+    for axis in (0, 1):
+        for descending in (False, True):
+            attrs = dict(axis=axis, descending=descending, stable=False)
+            got = ARGSORT.run(x, **attrs)
+            np.testing.assert_array_equal(got, ARGSORT.kernel(x, **attrs))
+            if torch is not None:
+                want = torch.tensor(x).sort(axis, descending=descending).indices.numpy()
+                np.testing.assert_array_equal(got, want)

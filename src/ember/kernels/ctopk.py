@@ -1,16 +1,17 @@
-"""The positions PyTorch's CPU ``topk`` reports, in C (``topk``: the ``argsort`` op with
-``k``). PyTorch selects each row with libstdc++'s algorithms on (value, position) pairs,
-compared by value only: ``std::partial_sort`` of the first k where ``k * 64 <= n``, else
-``std::nth_element`` at k - 1 followed (``sorted=True``) by ``std::sort`` of the k - 1 before
-it. Which of equal values it picks, and their order, is what those algorithms leave: this file
-runs the same steps (GCC's introsort, introselect, heap selection and insertion sorts, with
-their thresholds), so the positions are PyTorch's, ties included. The comparison is
-PyTorch's: descending (``largest``) or ascending, NaN above every number.
+"""The positions PyTorch's CPU ``topk`` and ``sort(stable=False)`` report, in C (the
+``argsort`` op with ``k``, or unstable). PyTorch orders (value, position) pairs with
+libstdc++'s algorithms, compared by value only: ``sort`` is ``std::sort`` of each row; topk is
+``std::partial_sort`` of the first k where ``k * 64 <= n``, else ``std::nth_element`` at k - 1
+followed (``sorted=True``) by ``std::sort`` of the k - 1 before it. Which of equal values ends
+where is what those algorithms leave: this file runs the same steps (GCC's introsort,
+introselect, heap selection and insertion sorts, with their thresholds), so the positions are
+PyTorch's, ties included. The comparison is PyTorch's: descending (``largest``) or ascending,
+NaN above every number.
 
-ops/_topk_order.py is the specification (the same steps in Python); where no row has ties
-that the algorithms order, both equal the stable order. Rows are shared over ember's pool.
-Returns None where it does not apply (no compiler, a dtype it has no C type for) and the
-caller runs the specification.
+ops/_stl_steps.py is the specification (the same steps in Python); where no row has ties that
+the algorithms order, both equal the stable order. Rows are shared over ember's pool. Returns
+None where it does not apply (no compiler, a dtype it has no C type for) and the caller runs
+the specification.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from .cstep import data_address
 
-__all__ = ["torch_k"]
+__all__ = ["torch_k", "torch_sort"]
 
 _SOURCE = r"""
 #include <stdlib.h>
@@ -204,6 +205,31 @@ static void rows(void *job_, long lo, long hi) {
   free(a);
 }
 
+/* a whole row by std::sort (PyTorch's sort with stable=False) */
+static void sort_rows(void *job_, long lo, long hi) {
+  struct job *j = job_;
+  long n = j->n;
+  int d = j->largest;
+  elem *a = malloc(sizeof(elem) * (n > 0 ? n : 1));
+  if (!a) { j->failed = 1; return; }
+  for (long r = lo; r < hi; r++) {
+    const T *x = j->x + r * n;
+    for (long i = 0; i < n; i++) { a[i].v = x[i]; a[i].i = i; }
+    std_sort(a, n, d);
+    long *out = j->out + r * n;
+    for (long i = 0; i < n; i++) out[i] = a[i].i;
+  }
+  free(a);
+}
+
+int ember_torch_sort(const T *x, long *out, long count, long n, int descending, ember_pool pool,
+                     long parallel_min) {
+  struct job j = {x, out, n, n, descending, 1, 0};
+  if (pool && count > 1 && count * n >= parallel_min) pool(sort_rows, &j, count, 1);
+  else sort_rows(&j, 0, count);
+  return j.failed;
+}
+
 int ember_torch_k(const T *x, long *out, long count, long n, long k, int largest, int sorted,
                   ember_pool pool, long parallel_min) {
   struct job j = {x, out, n, k, largest, sorted, 0};
@@ -227,16 +253,17 @@ _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
 
 
 @functools.cache
-def _function(dtype: np.dtype):
+def _function(dtype: np.dtype, symbol: str = "ember_torch_k"):
     from . import ccompile, cpool
 
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
     source = f"#define T {_TYPES[dtype]}\n" + _SOURCE
+    args = [_P, _P, _L, _L, _L, _I, _I, _P, _L]
+    if symbol == "ember_torch_sort":
+        args = [_P, _P, _L, _L, _I, _P, _L]
     try:
-        fn = ccompile.load(
-            source, "ember_torch_k", [_P, _P, _L, _L, _L, _I, _I, _P, _L], flags=_FLAGS
-        )
+        fn = ccompile.load(source, symbol, args, flags=_FLAGS)
     except ccompile.CompileError:
         return None
     fn.restype = ctypes.c_int
@@ -265,4 +292,20 @@ def torch_k(a: np.ndarray, k: int, largest: bool, sorted: bool) -> np.ndarray | 
         pool,
         PARALLEL_MIN,
     )
+    return None if failed else out
+
+
+def torch_sort(a: np.ndarray, descending: bool) -> np.ndarray | None:
+    """The positions PyTorch's ``sort(stable=False)`` orders each row of the 2-D ``a`` by
+    (``std::sort``'s), int64, or None."""
+    found = _function(a.dtype, "ember_torch_sort")
+    if found is None or a.ndim != 2:
+        return None
+    fn, pool = found
+    from .cfuse import PARALLEL_MIN
+
+    a = np.ascontiguousarray(a)
+    count, n = a.shape
+    out = np.empty((count, n), np.int64)
+    failed = fn(data_address(a), data_address(out), count, n, int(descending), pool, PARALLEL_MIN)
     return None if failed else out

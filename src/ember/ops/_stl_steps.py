@@ -1,64 +1,17 @@
-"""The positions PyTorch's CPU ``topk`` reports, the specification of kernels/ctopk.py.
-
-PyTorch selects each row with libstdc++'s algorithms on (value, position) pairs compared by
-value only (NaN above every number): ``std::partial_sort`` of the first k where
-``k * 64 <= n``, else ``std::nth_element`` at k - 1 and, for ``sorted=True``, ``std::sort`` of
-the k - 1 before it. Without ties among the values they pick, those algorithms leave the
-stable order's first k (the order is then unique); with ties, which equal values they pick and
-in what order is what their steps leave, and `_select` runs those steps (GCC's introsort,
-introselect, heap selection and insertion sorts, thresholds and all). `_select` is per
-element Python, so it runs only on the rows where the answer could differ from the stable one.
+"""libstdc++'s sorting algorithms (GCC's bits/stl_algo.h and stl_heap.h: introsort,
+introselect, heap selection, insertion sorts, with their thresholds), step for step on a
+Python list, as PyTorch's CPU kernels run them through ``std::sort``, ``std::partial_sort``
+and ``std::nth_element``. These are not stable: which of equal elements ends where is what
+their steps leave, and PyTorch reports it (topk's positions among ties, mode's position).
+kernels/ctopk.py runs the same steps in C.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-__all__ = ["topk_positions"]
+__all__ = ["Steps"]
 
 
-def topk_positions(a: np.ndarray, k: int, largest: bool, ordered: bool, stable) -> np.ndarray:
-    """PyTorch's topk positions (rows, k) of the 2-D ``a``, given ``stable``: the stable
-    order's first k of each row (int64, (rows, k))."""
-    rows, n = a.shape
-    if k == 0 or rows == 0:
-        return stable
-    if not ordered and k > 1 and k * 64 > n:  # (nth_element's order: no sort to undo it)
-        ambiguous = np.ones(rows, bool)
-    else:
-        v = np.take_along_axis(a, stable, 1)
-        tied = _same(v[:, 1:], v[:, :-1]).any(axis=1)
-        ambiguous = tied | (_same(a, v[:, -1:]).sum(axis=1) > 1)
-    out = stable.copy()
-    for r in np.flatnonzero(ambiguous):
-        out[r] = _select(a[r].tolist(), k, largest, ordered)
-    return out
-
-
-def _same(x, y):
-    """Equal under PyTorch's comparator: neither before the other (NaN with NaN)."""
-    return (x == y) | ((x != x) & (y != y))
-
-
-def _select(row: list, k: int, largest: bool, ordered: bool) -> list:
-    a = [(v, j) for j, v in enumerate(row)]
-    if largest:
-        comp = lambda x, y: (x[0] != x[0] and y[0] == y[0]) or x[0] > y[0]  # noqa: E731
-    else:
-        comp = lambda x, y: (x[0] == x[0] and y[0] != y[0]) or x[0] < y[0]  # noqa: E731
-    steps = _Steps(a, comp)
-    n = len(a)
-    if k * 64 <= n:
-        steps.heap_select(0, k, n)
-        steps.sort_heap(0, k)
-    else:
-        steps.nth_element(0, k - 1, n)
-        if ordered:
-            steps.sort(0, k - 1)
-    return [j for _, j in a[:k]]
-
-
-class _Steps:
+class Steps:
     """libstdc++'s algorithms (bits/stl_algo.h, stl_heap.h) on the list ``a``, in place."""
 
     def __init__(self, a: list, comp):
