@@ -146,3 +146,63 @@ def test_unstable_sort_mode_and_searchsorted_order_ties_as_pytorch():
         want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), right=right)
         got = ember.searchsorted(ember.tensor(seq), ember.tensor(values), right=right)
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_meta_and_cpu_tensors_do_not_mix():
+    """A CPU tensor of at least one dimension beside a meta one is refused with PyTorch's
+    RuntimeError and words (the first operand's device expected): operators, comparisons,
+    torch.add/cat/stack/where, a meta layer called on CPU data; a 0-d CPU tensor mixes as a
+    number; copying a meta tensor into a CPU one is refused (no data). ember's own
+    composites still mix in CPU constants (a dropout mask) on meta inputs."""
+    cases = [
+        lambda T, m, c: m + c,
+        lambda T, m, c: c * m,
+        lambda T, m, c: c < m,
+        lambda T, m, c: T.add(c, m),
+        lambda T, m, c: T.cat([m, c]),
+        lambda T, m, c: T.stack([c, m]),
+        lambda T, m, c: T.where(c > 0, m, c),
+        lambda T, m, c: T.nn.Linear(3, 2, device="meta")(c),
+        lambda T, m, c: c.copy_(m),
+    ]
+    for case in cases:
+        with pytest.raises(RuntimeError) as want:
+            case(torch, torch.empty(3, device="meta"), torch.ones(3))
+        with pytest.raises(RuntimeError) as got:
+            case(ember, ember.empty(3, device="meta"), ember.ones(3))
+        assert isinstance(got.value, ember.EmberError)
+        assert type(want.value).__name__ != "NotImplementedError" or isinstance(
+            got.value, NotImplementedError
+        )
+        assert str(want.value).splitlines()[0] in str(got.value)
+    m = ember.empty(3, device="meta")
+    assert (m + ember.tensor(2.0)).device.type == "meta"
+    assert ember.nn.functional.dropout(m, 0.5).device.type == "meta"
+
+
+def test_meta_tensors_save_without_data_and_load_as_meta():
+    """ember.save of meta tensors (a meta model's state_dict) writes no data and loads meta
+    tensors, as torch.save/torch.load; a PyTorch checkpoint of meta tensors loads too."""
+    import io
+
+    with ember.device("meta"):
+        model = ember.nn.Linear(1000, 3000)
+    buffer = io.BytesIO()
+    weights = model.state_dict()
+    state = {"model": weights, "tied": weights["weight"], "cpu": ember.ones(2)}
+    ember.save(state, buffer)
+    assert len(buffer.getvalue()) < 10_000
+    buffer.seek(0)
+    loaded = ember.load(buffer)
+    assert loaded["model"]["weight"].device.type == "meta"
+    assert loaded["model"]["weight"] is loaded["tied"]
+    assert tuple(loaded["model"]["bias"].shape) == (3000,)
+    assert loaded["cpu"].device.type == "cpu"
+    buffer = io.BytesIO()
+    with torch.device("meta"):
+        torch_model = torch.nn.Linear(4, 5)
+    torch.save({"sd": torch_model.state_dict(), "p": torch_model.weight}, buffer)
+    buffer.seek(0)
+    loaded = ember.load(buffer)
+    assert loaded["sd"]["weight"].device.type == "meta"
+    assert loaded["p"].requires_grad and tuple(loaded["p"].shape) == (5, 4)

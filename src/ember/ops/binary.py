@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
 from ..types import TensorType
@@ -89,6 +90,8 @@ def _binary(
     def fn(x, y):
         if check is not None:
             check(x, y)
+        if _meta.active[0]:
+            _meta.refuse_mixed(name, (x, y))
         return apply(op, *promote(x, y, floating=floating))
 
     if alpha:
@@ -96,6 +99,8 @@ def _binary(
         def fn(x, y, *, alpha=1):
             if check is not None:
                 check(x, y)
+            if _meta.active[0]:
+                _meta.refuse_mixed(name, (x, y))
             if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
                 return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
