@@ -206,3 +206,61 @@ def test_meta_tensors_save_without_data_and_load_as_meta():
     loaded = ember.load(buffer)
     assert loaded["sd"]["weight"].device.type == "meta"
     assert loaded["p"].requires_grad and tuple(loaded["p"].shape) == (5, 4)
+
+
+def _subclass_program(torch):
+    """PyTorch's extending-torch patterns: a plain subclass whose results keep its class, a
+    metadata tensor carrying a dict through ops and an nn.Linear (super().__torch_function__),
+    one that unwraps its arguments and overrides torch.mean; Parameter opts out."""
+    log = []
+
+    class Plain(torch.Tensor):
+        pass
+
+    class Meta(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            log.append(func.__name__)
+            meta = next((a.meta for a in args if isinstance(a, Meta) and hasattr(a, "meta")), None)
+            out = super().__torch_function__(func, types, args, kwargs or {})
+            if isinstance(out, Meta) and meta is not None:
+                out.meta = dict(meta)
+            return out
+
+    class Unwrap(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.mean:
+                return "mean overridden"
+            args = [a.as_subclass(torch.Tensor) if isinstance(a, Unwrap) else a for a in args]
+            return func(*args, **(kwargs or {}))
+
+    base = torch.arange(6.0).view(2, 3)
+    p = base.as_subclass(Plain)
+    kinds = [p + 1, p.sum(), p[0], torch.cat([p, base]), torch.nn.functional.relu(p)]
+    kinds += [p.sort().values, p.detach(), torch.nn.Parameter(base) * 2]
+    out = [type(k).__name__ for k in kinds]
+    leaf = base.clone().requires_grad_()
+    m = leaf.as_subclass(Meta)
+    m.meta = {"unit": "m"}
+    y = (m * 2).exp().sum(1)
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.fill_(0.1)
+        lin.bias.zero_()
+    o = lin(m)
+    o.sum().backward()
+    out += [type(y).__name__, y.meta, type(o).__name__, o.meta]
+    u = base.as_subclass(Unwrap)
+    out += [torch.mean(u), type(u + 1).__name__, type(torch.sum(u)).__name__]
+    values = [y.as_subclass(torch.Tensor).detach().numpy(), leaf.grad.numpy()]
+    return out, sorted(set(log)), values
+
+
+def test_tensor_subclasses_dispatch_through_torch_function():
+    want = _subclass_program(torch)
+    got = _subclass_program(ember)
+    assert got[0] == want[0]
+    assert got[1] == want[1]
+    for w, g in zip(want[2], got[2]):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
