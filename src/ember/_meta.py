@@ -42,10 +42,16 @@ def is_meta(array) -> bool:
     return type(array) is MetaArray
 
 
-# modules whose functions wrap public ones (PyTorch's keywords, out=, autocast): a call through
-# them is still the user's
+# modules whose functions wrap public ones (PyTorch's keywords, out=, autocast,
+# __torch_function__'s dispatch): a call through them is still the user's
 _WRAPPERS = frozenset(
-    {"ember.ops._autocast", "ember.ops._out", "ember.ops._torch_keywords", "ember.overrides"}
+    {
+        "ember.ops._autocast",
+        "ember.ops._out",
+        "ember.ops._torch_keywords",
+        "ember.overrides",
+        "ember._torch_function",
+    }
 )
 
 

@@ -152,7 +152,11 @@ def _copy_(self, src):
     """Copy ``src`` (broadcast, cast to self's dtype) into self, in place."""
     if not isinstance(src, TensorBase):
         src = PUBLIC["tensor"](src)
-    if _meta.active[0] and _meta.is_meta(src._data) and not _meta.is_meta(self._data):
+    if (
+        _meta.active[0]
+        and _meta.is_meta(getattr(src, "_data", None))  # (a traced tensor has no data)
+        and not _meta.is_meta(getattr(self, "_data", None))
+    ):
         from .errors import MetaDataError  # (a meta tensor has no values to copy: PyTorch's)
 
         raise MetaDataError("Cannot copy out of meta tensor; no data!", op="copy_")
