@@ -6,10 +6,14 @@ regularisers; FFT convolution; a Tensor subclass with __torch_function__ and
 torch.testing.assert_close; a loss zoo; a squashed-Gaussian policy with torch.distributions;
 an EmbeddingBag factorization machine with SparseAdam; MultiheadAttention variants;
 interpolation and augmentation; an nn.Transformer seq2seq with greedy decoding; a torch.func
-ensemble; a torch.utils.data pipeline.
+ensemble; a torch.utils.data pipeline; a hand-written optimizer saved and resumed; custom
+autograd Functions with gradcheck; hooks and initialisation; seeded draws; a checkpointed
+WaveNet; a ViT with resized positions; module and tensor reprs.
 """
 
 import inspect
+import io
+import math
 
 import numpy as np
 import pytest
@@ -772,6 +776,469 @@ def data_pipeline(torch, ctx):
     return out
 
 
+def custom_optimizer_resume(torch, ctx):
+    """A hand-written optimizer (torch.optim.Optimizer subclass: state per parameter, lerp_,
+    addcdiv_, maximum for AMSGrad, a closure), saved with torch.save into BytesIO with the
+    model and an LR scheduler, reloaded into fresh objects: resumed training equals the
+    uninterrupted run."""
+    nn = torch.nn
+
+    class MyAdam(torch.optim.Optimizer):
+        def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, amsgrad=True):
+            super().__init__(params, dict(lr=lr, betas=betas, eps=eps, amsgrad=amsgrad))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            loss = None
+            if closure is not None:
+                with torch.enable_grad():
+                    loss = closure()
+            for group in self.param_groups:
+                b1, b2 = group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    st = self.state[p]
+                    if not st:
+                        st["step"] = torch.tensor(0.0)
+                        st["m"] = torch.zeros_like(p)
+                        st["v"] = torch.zeros_like(p)
+                        st["vmax"] = torch.zeros_like(p)
+                    st["step"] += 1
+                    st["m"].lerp_(p.grad, 1 - b1)
+                    st["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                    torch.maximum(st["vmax"], st["v"], out=st["vmax"])
+                    t = st["step"].item()
+                    denom = (st["vmax"] / (1 - b2**t)).sqrt().add_(group["eps"])
+                    p.addcdiv_(st["m"], denom, value=-group["lr"] / (1 - b1**t))
+            return loss
+
+    def make():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 1))
+        ctx.init(m)
+        o = MyAdam(m.parameters(), lr=0.05)
+        s = torch.optim.lr_scheduler.StepLR(o, 2, 0.5)
+        return m, o, s
+
+    rng = np.random.default_rng(22)
+    X = ctx.t(rng.standard_normal((8, 3)).astype(np.float32))
+    Y = ctx.t(rng.standard_normal((8, 1)).astype(np.float32))
+
+    def train(m, o, s, n):
+        out = []
+        for _ in range(n):
+
+            def closure():
+                o.zero_grad()
+                l = nn.functional.mse_loss(m(X), Y)
+                l.backward()
+                return l
+
+            out.append(o.step(closure))
+            s.step()
+        return out
+
+    m, o, s = make()
+    straight = train(m, o, s, 5)
+    m2, o2, s2 = make()
+    first = train(m2, o2, s2, 2)
+    buf = io.BytesIO()
+    torch.save(
+        {"model": m2.state_dict(), "opt": o2.state_dict(), "sched": s2.state_dict(), "epoch": 2},
+        buf,
+    )
+    buf.seek(0)
+    ck = torch.load(buf)
+    m3, o3, s3 = make()
+    m3.load_state_dict(ck["model"])
+    o3.load_state_dict(ck["opt"])
+    s3.load_state_dict(ck["sched"])
+    resumed = first + train(m3, o3, s3, 3)
+    return [
+        straight,
+        resumed,
+        list(m.state_dict().values()),
+        list(m3.state_dict().values()),
+        sorted(o3.state_dict()["state"][0].keys()),
+        ck["epoch"],
+        s3.get_last_lr(),
+    ]
+
+
+def autograd_function(torch, ctx):
+    """Custom autograd.Functions: a straight-through rounding with save_for_backward and
+    mark_non_differentiable (an argmax output), a clamp with once_differentiable, a
+    double-backward-capable cube; gradcheck / gradgradcheck on float64; materialize_grads."""
+    F_ = torch.autograd.Function
+
+    class STERound(F_):
+        @staticmethod
+        def forward(ctx_, x):
+            idx = x.argmax(-1)
+            ctx_.mark_non_differentiable(idx)
+            ctx_.save_for_backward(x)
+            return x.round(), idx
+
+        @staticmethod
+        def backward(ctx_, g, gidx):
+            (x,) = ctx_.saved_tensors
+            return g * (x.abs() < 2).to(g.dtype)
+
+    class Cube(F_):
+        @staticmethod
+        def forward(ctx_, x):
+            ctx_.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx_, g):
+            (x,) = ctx_.saved_tensors
+            return 3 * x**2 * g
+
+    class Clip(F_):
+        @staticmethod
+        def forward(ctx_, x, lo):
+            ctx_.lo = lo
+            ctx_.save_for_backward(x)
+            return x.clamp(min=lo)
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx_, g):
+            (x,) = ctx_.saved_tensors
+            return g * (x >= ctx_.lo), None
+
+    x = ctx.t(np.array([[0.4, -2.5, 1.6], [3.1, 0.2, -0.7]]), requires_grad=True)
+    r, idx = STERound.apply(x)
+    c = Cube.apply(x)
+    k = Clip.apply(x, 0.0)
+    (r.sum() + c.sum() + k.sum()).backward()
+    g1 = x.grad.clone()
+    x.grad = None
+    y = Cube.apply(x)
+    (gx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    (ggx,) = torch.autograd.grad(gx.sum(), x)
+    ok1 = torch.autograd.gradcheck(Cube.apply, (x,), eps=1e-6, atol=1e-4)
+    ok2 = torch.autograd.gradgradcheck(Cube.apply, (x,))
+    return [r, idx, idx.requires_grad, c, k, g1, gx, ggx, ok1, ok2]
+
+
+def hooks_init(torch, ctx):
+    """Module hooks and initialisation: forward hooks collecting features by name, a forward
+    pre-hook with kwargs rewriting the input, full backward hooks capturing grad_output, a
+    tensor hook scaling a gradient; module.apply with xavier/kaiming/orthogonal and
+    calculate_gain, under one seed; named_modules filtering and parameter counting."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.LeakyReLU(0.2),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 3),
+    )
+
+    def init(m):
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, a=0.2, mode="fan_out", nonlinearity="leaky_relu")
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight, gain=nn.init.calculate_gain("tanh"))
+            nn.init.constant_(m.bias, 0.1)
+
+    model.apply(init)
+    w0 = [p.detach().clone() for p in model.parameters()]
+    ortho = nn.init.orthogonal_(torch.empty(4, 6), gain=1.5)
+    trunc = nn.init.trunc_normal_(torch.empty(20), std=0.5, a=-0.6, b=0.6)
+    feats, grads = {}, []
+    handles = []
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            handles.append(
+                m.register_forward_hook(
+                    lambda mod, inp, out, name=name: feats.__setitem__(name, out.detach())
+                )
+            )
+    handles.append(
+        model[0].register_forward_pre_hook(
+            lambda mod, args, kwargs: ((args[0] * 2,), kwargs), with_kwargs=True
+        )
+    )
+    handles.append(
+        model[4].register_full_backward_hook(lambda mod, gin, gout: grads.append(gout[0].clone()))
+    )
+    x = ctx.t(
+        np.random.default_rng(23).standard_normal((2, 1, 6, 6)).astype(np.float32),
+        requires_grad=True,
+    )
+    x.register_hook(lambda g: g * 10)
+    out = model(x)
+    out.sum().backward()
+    for h in handles:
+        h.remove()
+    out2 = model(x)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    names = [n for n, m in model.named_modules() if len(list(m.children())) == 0]
+    return [w0, ortho, ortho @ ortho.t(), trunc, feats, grads, x.grad, out, out2, n_params, names]
+
+
+def random_draws(torch, ctx):
+    """Seeded sampling as training code uses it: multinomial with and without replacement,
+    randint/randperm/rand/randn with generators, normal with tensor parameters, bernoulli,
+    poisson, exponential_/uniform_ in place, Generator state save/restore and fork_rng."""
+    g = torch.Generator().manual_seed(7)
+    probs = torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0]])
+    out = [
+        torch.multinomial(probs, 5, replacement=True, generator=g),
+        torch.multinomial(probs, 2, generator=g),
+    ]
+    out.append(torch.randint(0, 10, (6,), generator=g))
+    out.append(torch.randperm(8, generator=g))
+    state = g.get_state()
+    a = torch.rand(4, generator=g)
+    g.set_state(state)
+    b = torch.rand(4, generator=g)
+    out += [a, b]
+    torch.manual_seed(1)
+    out.append(torch.normal(torch.zeros(3), torch.arange(1.0, 4.0)))
+    out.append(torch.normal(2.0, 0.5, size=(3,)))
+    out.append(torch.bernoulli(torch.full((5,), 0.3)))
+    out.append(torch.poisson(torch.tensor([1.0, 4.0, 10.0])))
+    out.append(torch.empty(4).exponential_(2.0))
+    out.append(torch.empty(4).uniform_(-1, 1))
+    out.append(torch.empty(3).normal_(5, 0.1))
+    with torch.random.fork_rng():
+        torch.manual_seed(99)
+        inner = torch.randn(2)
+    out += [inner, torch.randn(2)]
+    out.append(torch.randn(2, 3, dtype=torch.float64))
+    out.append(torch.rand(3).bernoulli_(0.5))
+    out.append(torch.randint_like(torch.zeros(4), 3, 9))
+    out.append(torch.randn_like(torch.zeros(2, 2)))
+    return out
+
+
+def checkpoint_wavenet(torch, ctx):
+    """A WaveNet-style stack: causal dilated Conv1d by F.pad on the left, gated tanh*sigmoid
+    units, residual and skip connections, the old nn.utils.weight_norm on the 1x1 convs, and
+    torch.utils.checkpoint (use_reentrant=False) around each block; two training steps."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, c, d):
+            super().__init__()
+            self.d = d
+            self.conv = nn.Conv1d(c, 2 * c, 2, dilation=d)
+            self.res = nn.utils.weight_norm(nn.Conv1d(c, c, 1))
+            self.skip = nn.Conv1d(c, c, 1)
+
+        def forward(self, x):
+            h = self.conv(F.pad(x, (self.d, 0)))
+            a, b = h.chunk(2, 1)
+            z = torch.tanh(a) * torch.sigmoid(b)
+            return x + self.res(z), self.skip(z)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Conv1d(1, 6, 1)
+            self.blocks = nn.ModuleList([Block(6, d) for d in (1, 2, 4)])
+            self.out = nn.Conv1d(6, 4, 1)
+
+        def forward(self, x):
+            x = self.inp(x)
+            skips = 0
+            for b in self.blocks:
+                x, s = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False)
+                skips = skips + s
+            return self.out(F.relu(skips))
+
+    torch.manual_seed(0)
+    model = ctx.init(Net())
+    opt = torch.optim.RMSprop(model.parameters(), lr=0.01, alpha=0.9, centered=True, momentum=0.5)
+    rng = np.random.default_rng(24)
+    x = ctx.t(rng.standard_normal((2, 1, 16)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 4, (2, 16)))
+    losses = []
+    for _ in range(2):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return [losses, list(model.state_dict().values())]
+
+
+def vit_sdpa(torch, ctx):
+    """A ViT: patch embedding by Conv2d, a class token, learned positions resized by bicubic
+    interpolation for a larger image, pre-norm blocks calling F.scaled_dot_product_attention
+    with a float mask and scale=, DropPath with a seeded mask in train mode, and eval."""
+    nn, F = torch.nn, torch.nn.functional
+    D = 16
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1 = nn.LayerNorm(D)
+            self.qkv = nn.Linear(D, 3 * D)
+            self.proj = nn.Linear(D, D)
+            self.n2 = nn.LayerNorm(D)
+            self.mlp = nn.Sequential(
+                nn.Linear(D, 32), nn.GELU(approximate="tanh"), nn.Linear(32, D)
+            )
+
+        def drop_path(self, x, p=0.2):
+            if not self.training:
+                return x
+            keep = torch.empty(x.shape[0], 1, 1).bernoulli_(1 - p)
+            return x * keep / (1 - p)
+
+        def forward(self, x, mask):
+            B, N, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(B, N, 3, 2, D // 2).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
+            x = x + self.drop_path(self.proj(a.transpose(1, 2).reshape(B, N, D)))
+            return x + self.drop_path(self.mlp(self.n2(x)))
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = nn.Conv2d(3, D, 4, 4)
+            self.cls = nn.Parameter(torch.zeros(1, 1, D))
+            self.pos = nn.Parameter(torch.randn(1, 1 + 4, D) * 0.02)
+            self.blocks = nn.ModuleList([Block(), Block()])
+            self.head = nn.Linear(D, 5)
+
+        def forward(self, img):
+            x = self.patch(img).flatten(2).transpose(1, 2)
+            n = int(math.isqrt(x.shape[1]))
+            pos = self.pos[:, 1:].reshape(1, 2, 2, D).permute(0, 3, 1, 2)
+            pos = (
+                F.interpolate(pos, size=(n, n), mode="bicubic", align_corners=False)
+                .permute(0, 2, 3, 1)
+                .reshape(1, n * n, D)
+            )
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + torch.cat(
+                [self.pos[:, :1], pos], 1
+            )
+            mask = torch.zeros(x.shape[1], x.shape[1])
+            mask[:, -1] = -1e9
+            for b in self.blocks:
+                x = b(x, mask)
+            return self.head(x[:, 0])
+
+    torch.manual_seed(0)
+    model = ctx.init(ViT())
+    rng = np.random.default_rng(25)
+    img = ctx.t(rng.standard_normal((2, 3, 12, 12)).astype(np.float32))
+    torch.manual_seed(5)
+    out = model(img)
+    out.sum().backward()
+    model.eval()
+    out_eval = model(img)
+    return [out, out_eval, model.pos.grad, model.patch.weight.grad]
+
+
+def module_reprs(torch, ctx):
+    """print(model): the reprs of common layers with their extra_repr arguments, containers
+    (Sequential, ModuleList, ModuleDict), a custom module with extra_repr, and optimizer and
+    scheduler reprs."""
+    nn = torch.nn
+
+    class Custom(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 3
+            self.body = nn.ModuleDict({"a": nn.Linear(2, 2, bias=False), "b": nn.Identity()})
+
+        def extra_repr(self):
+            return f"k={self.k}"
+
+    layers = [
+        nn.Linear(3, 4),
+        nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+        nn.Conv1d(2, 4, 5, dilation=2, groups=2, padding_mode="reflect", padding=4),
+        nn.ConvTranspose2d(4, 2, 4, 2, 1, output_padding=0),
+        nn.BatchNorm2d(8, momentum=None),
+        nn.LayerNorm([4, 5], elementwise_affine=False),
+        nn.GroupNorm(2, 8),
+        nn.Dropout(0.25),
+        nn.Dropout2d(),
+        nn.ReLU(inplace=True),
+        nn.LeakyReLU(0.1),
+        nn.GELU(approximate="tanh"),
+        nn.Softmax(dim=-1),
+        nn.MaxPool2d(2, 2, ceil_mode=True),
+        nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+        nn.AdaptiveAvgPool2d((1, 1)),
+        nn.Embedding(10, 3, padding_idx=0, max_norm=1.0),
+        nn.EmbeddingBag(10, 3, mode="max"),
+        nn.LSTM(3, 4, 2, batch_first=True, dropout=0.1, bidirectional=True),
+        nn.GRU(3, 4),
+        nn.RNN(3, 4, nonlinearity="relu"),
+        nn.MultiheadAttention(8, 2, batch_first=True),
+        nn.TransformerEncoderLayer(8, 2, 16, batch_first=True),
+        nn.Flatten(1, -1),
+        nn.Unflatten(1, (2, 3)),
+        nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+        nn.PReLU(3),
+        nn.Hardtanh(-2, 2),
+        nn.CrossEntropyLoss(label_smoothing=0.1),
+        nn.Identity(),
+        nn.Bilinear(2, 3, 4),
+        nn.PixelShuffle(2),
+        nn.ZeroPad2d((1, 2, 0, 1)),
+        nn.InstanceNorm1d(3, affine=True),
+        nn.Softplus(beta=2, threshold=10),
+        nn.ELU(alpha=0.5),
+        nn.SiLU(),
+        nn.Tanh(),
+        nn.CosineSimilarity(dim=1),
+        nn.Sequential(nn.Linear(2, 2), nn.ModuleList([nn.ReLU(), nn.Sigmoid()])),
+        Custom(),
+    ]
+    out = [repr(m) for m in layers]
+    p = [nn.Parameter(torch.zeros(2))]
+    out.append(repr(torch.optim.Adam(p, lr=1e-3, weight_decay=0.01)))
+    out.append(repr(torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True)))
+    return [s.replace(torch.__name__ + ".", "torch.") for s in out]
+
+
+def tensor_reprs(torch, ctx):
+    """More tensor strings: complex, integers near int64's limits, negative zero, mixed
+    magnitudes in scientific notation, a 3-D tensor, summarised long rows with edgeitems,
+    values of 1e-5..1e5 in float64, a strided view, a tensor requiring grad after ops,
+    a sparse tensor, an int8 and a bool matrix, a one-element and a named Size."""
+    out = []
+    out.append(repr(torch.tensor([1 + 2j, -0.5j, 3.25 + 0j])))
+    out.append(repr(torch.tensor([2**62, -(2**62), 7])))
+    out.append(repr(torch.tensor([-0.0, 0.0, 1.0])))
+    out.append(repr(torch.tensor([1e-10, 1.0, 1e10])))
+    out.append(repr(torch.tensor([0.001, 1000.0])))
+    out.append(repr(torch.arange(24.0).view(2, 3, 4)))
+    out.append(repr(torch.arange(3000.0).view(3, 1000)))
+    out.append(repr(torch.tensor([1e-5, 1.0, 1e5], dtype=torch.float64)))
+    out.append(repr(torch.arange(12.0).view(3, 4).t()[1:]))
+    x = torch.ones(2, requires_grad=True)
+    out.append(repr(x.sum()))
+    out.append(repr((x * 3).mean()))
+    out.append(repr(torch.tensor([[1, 0], [0, 2]]).to_sparse()))
+    out.append(repr(torch.tensor([-128, 0, 127], dtype=torch.int8)))
+    out.append(repr(torch.eye(2, dtype=torch.bool)))
+    out.append(repr(torch.tensor([5.0])))
+    out.append(repr(torch.Size([2, 3])))
+    out.append(repr(torch.tensor(float("nan"))))
+    out.append(repr(torch.tensor([123456789.0])))
+    out.append(repr(torch.tensor([0.1, 0.25], dtype=torch.float16)))
+    out.append(str(torch.tensor([[1.5, 2.25], [3.0, 4.0]])))
+    out.append(repr(torch.zeros(2, 0, 3)))
+    out.append(repr(torch.tensor([1, 2, 3], dtype=torch.uint8)))
+    out.append(repr(torch.linspace(0, 1, 7)))
+    out.append(repr(torch.tensor([1.0, 2.0]) * 1e-20))
+    return [s.replace(torch.__name__ + ".", "torch.") for s in out]
+
+
 PROGRAMS = [
     printing,
     grad_modes,
@@ -790,6 +1257,14 @@ PROGRAMS = [
     transformer_seq2seq,
     func_ensemble,
     data_pipeline,
+    custom_optimizer_resume,
+    autograd_function,
+    hooks_init,
+    random_draws,
+    checkpoint_wavenet,
+    vit_sdpa,
+    module_reprs,
+    tensor_reprs,
 ]
 
 
