@@ -264,3 +264,20 @@ def test_tensor_subclasses_dispatch_through_torch_function():
     assert got[1] == want[1]
     for w, g in zip(want[2], got[2]):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_atan2_and_hypot_gradients_at_the_origin_are_pytorchs():
+    """atan2's gradient is 0 at (0, 0) and where y^2 + x^2 underflows (PyTorch zeroes an
+    infinite reciprocal; ember gave NaN); hypot's is NaN at the origin (grad * x / hypot),
+    PyTorch 2.13's."""
+    values = [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1e-30, 1e-30), (-2.0, 3.0)]
+    for fn in ("atan2", "hypot"):
+        for a, b in values:
+            got, want = [], []
+            for T, out in ((torch, want), (ember, got)):
+                y = T.tensor(a, requires_grad=True)
+                x = T.tensor(b, requires_grad=True)
+                getattr(T, fn)(y, x).backward()
+                out += [y.grad.item(), x.grad.item()]
+            np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+            assert [np.signbit(v) for v in got] == [np.signbit(v) for v in want], (fn, a, b)

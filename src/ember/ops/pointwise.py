@@ -168,10 +168,14 @@ export(square, method=True, inplace=True)
 def _atan2_vjp(c, g):
     y, x = c.inputs  # atan2(input, other): input is the ordinate
     ny, nx = c.needs_input_grad
-    scale = g / (y * y + x * x)
+    # PyTorch's: 1 / (y^2 + x^2), 0 where that is infinite (the origin, and where the sum
+    # underflows), so atan2(0, 0) has the gradient 0 (was NaN)
+    with np.errstate(divide="ignore", over="ignore"):  # (silent, as PyTorch, when eager)
+        recip = E.reciprocal(y * y + x * x)
+    recip = E.where(E.isinf(recip), 0.0, recip)
     return (
-        _reduce_to(scale * x, c.in_types[0]) if ny else None,
-        _reduce_to(-scale * y, c.in_types[1]) if nx else None,
+        _reduce_to(g * x * recip, c.in_types[0]) if ny else None,
+        _reduce_to(g * -y * recip, c.in_types[1]) if nx else None,
     )
 
 
