@@ -70,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.tensor_api",
             "ember.amp",
             "ember._tensor_extras",
+            "ember._torch_function",
             "ember._storage",
             "ember._unsafe_split",
             "ember._views",

@@ -247,5 +247,14 @@ _sys.modules.setdefault("ember.autograd.functional", _autograd_functional)
 _sys.modules.setdefault("ember.autograd.profiler", _autograd_profiler)
 _sys.modules.setdefault("ember.autograd.forward_ad", _autograd_forward_ad)
 
+# ``__torch_function__``: a program's first Tensor subclass makes the public functions and the
+# tensor methods dispatch (ember/_torch_function.py); Parameter opts out, as PyTorch's
+from . import _torch_function  # noqa: E402
+
+nn.Parameter.__torch_function__ = _torch_function.disabled_torch_function_impl
+_sys.modules["ember.tensor"].SUBCLASS_HOOKS.append(
+    lambda cls: _torch_function.subclass_defined(cls, [_sys.modules[__name__], nn.functional])
+)
+
 # ``ember.jit`` and other PyTorch names ember lacks: a NotInEmberError naming the alternative
 __getattr__ = _module_getattr("ember", globals())

@@ -18,6 +18,7 @@ pay one list read per eager op.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import numpy as np
 
@@ -39,6 +40,50 @@ def stand_in(shape, np_dtype) -> MetaArray:
 
 def is_meta(array) -> bool:
     return type(array) is MetaArray
+
+
+# modules whose functions wrap public ones (PyTorch's keywords, out=, autocast,
+# __torch_function__'s dispatch): a call through them is still the user's
+_WRAPPERS = frozenset(
+    {
+        "ember.ops._autocast",
+        "ember.ops._out",
+        "ember.ops._torch_keywords",
+        "ember.overrides",
+        "ember._torch_function",
+    }
+)
+
+
+def refuse_mixed(op: str, tensors, depth: int = 2) -> None:
+    """Raise PyTorch's error where ``tensors`` (anything else among them is skipped) mix the
+    meta device with the CPU: the first operand that is not a 0-d CPU tensor sets the device
+    expected. Called by the places where tensors meet (operators, a module's call), for the
+    user's own calls only (the frame ``depth`` up is not ember's): ember's composites combine
+    meta operands with CPU constants they make themselves (a dropout mask, a zero state),
+    which PyTorch would make on the meta device. (Only meta programs pay for the check.)"""
+    frame = sys._getframe(depth)
+    while frame is not None and frame.f_globals.get("__name__") in _WRAPPERS:
+        frame = frame.f_back
+    if frame is not None and frame.f_globals.get("__name__", "").startswith("ember."):
+        return
+    expected = None
+    for t in tensors:
+        data = getattr(t, "_data", None)
+        if not isinstance(data, np.ndarray):
+            continue
+        meta = type(data) is MetaArray
+        if not meta and data.ndim == 0:
+            continue
+        if expected is None:
+            expected = meta
+        elif meta != expected:
+            from .errors import DeviceMismatchError
+
+            found, wanted = ("meta", "cpu") if meta else ("cpu", "meta")
+            raise DeviceMismatchError(
+                f"Tensor on device {found} is not on the expected device {wanted}!", op=op
+            )
 
 
 def creating_now() -> bool:

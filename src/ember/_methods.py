@@ -6,6 +6,7 @@ table below is the only place that maps Python syntax to ops.
 
 from __future__ import annotations
 
+from . import _meta
 from .ops import _autocast
 from .ops._node_names import rename_node
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
@@ -48,6 +49,8 @@ def _binary(name):
             and getattr(other, "is_sparse", False) is True
         ):
             return NotImplemented
+        if _meta.active[0] and name != "matmul":  # (PyTorch's matmul takes both devices)
+            _meta.refuse_mixed(name, (self, other))
         if args or kwargs:
             return PUBLIC[name](self, other, *args, **kwargs)
         return PUBLIC[name](self, other)
@@ -64,6 +67,8 @@ def _compare(name):
     def method(self, other):
         if other is None or isinstance(other, _NOT_OPERANDS):
             return NotImplemented
+        if _meta.active[0]:
+            _meta.refuse_mixed(name, (self, other))
         return PUBLIC[name](self, other)
 
     return method
@@ -147,6 +152,14 @@ def _copy_(self, src):
     """Copy ``src`` (broadcast, cast to self's dtype) into self, in place."""
     if not isinstance(src, TensorBase):
         src = PUBLIC["tensor"](src)
+    if (
+        _meta.active[0]
+        and _meta.is_meta(getattr(src, "_data", None))  # (a traced tensor has no data)
+        and not _meta.is_meta(getattr(self, "_data", None))
+    ):
+        from .errors import MetaDataError  # (a meta tensor has no values to copy: PyTorch's)
+
+        raise MetaDataError("Cannot copy out of meta tensor; no data!", op="copy_")
     return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
 

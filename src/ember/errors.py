@@ -175,6 +175,12 @@ class DeviceError(EmberError, AssertionError):
     others."""
 
 
+class DeviceMismatchError(EmberError):
+    """Operands on two devices: a CPU tensor of at least one dimension beside a meta tensor
+    (a 0-d CPU tensor mixes as a number, as in PyTorch). PyTorch's RuntimeError, in its words:
+    the device of the first operand is the one expected."""
+
+
 class MetaDataError(EmberError, TypeError, NotImplementedError):
     """A meta tensor's values asked for: it has a shape and a dtype and no data (``.item()``,
     ``.numpy()``, ``.tolist()``, a copy to the CPU). PyTorch raises a RuntimeError, a TypeError

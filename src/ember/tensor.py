@@ -77,6 +77,11 @@ def _repeats_memory(a) -> bool:
     return extent < a.size * a.itemsize
 
 
+# called with each subclass of Tensor defined after ember's import (``__torch_function__``'s
+# dispatch is switched on at the first: ember/_torch_function.py, installed by ember/__init__)
+SUBCLASS_HOOKS: list = []
+
+
 class Tensor(_reg.TensorBase):
     __slots__ = (
         "_data",
@@ -97,6 +102,11 @@ class Tensor(_reg.TensorBase):
         # them: the dict is made at the first such assignment, never by ember itself
         "__dict__",
     )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for hook in SUBCLASS_HOOKS:
+            hook(cls)
 
     # NumPy must defer to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__)
 

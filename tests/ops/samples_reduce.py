@@ -144,6 +144,19 @@ SAMPLES += [
     Sample("cumsum", lambda a: ember.cumsum(a, 1), (A,), torch_fn=lambda a: torch().cumsum(a, 1)),
     Sample("cumsum/neg", lambda a: a.cumsum(-1), (A,), torch_fn=lambda a: a.cumsum(-1)),
     Sample(
+        "logcumsumexp",
+        lambda a: (ember.logcumsumexp(a, 1), a.logcumsumexp(0)),
+        (A,),
+        torch_fn=lambda a: (torch().logcumsumexp(a, 1), a.logcumsumexp(0)),
+    ),
+    Sample(
+        "logcumsumexp/-inf",
+        lambda a: ember.logcumsumexp(a, 0),
+        (np.array([[-np.inf, 0.5], [-np.inf, -np.inf], [2.0, -1.0]]),),
+        grad=False,
+        torch_fn=lambda a: torch().logcumsumexp(a, 0),
+    ),
+    Sample(
         "logsumexp/-inf",
         lambda a: ember.logsumexp(a, 1),
         (np.array([[0.0, -np.inf], [1.0, 2.0]]),),

@@ -6,7 +6,9 @@ contiguous NumPy arrays named after their place in the tree (``model.fc.weight``
 a safetensors reader sees. `decode(structure, arrays)` inverts it. Tags keep what JSON cannot
 express: ``{"$tuple": [...]}``, ``{"$dict": {...}}`` (string keys), ``{"$items": [[k, v], ...]}``
 (other keys, e.g. an optimizer's integer parameter ids), ``{"$float": "nan"}``,
-``{"$complex": [re, im]}``, ``{"$dtype": "float32"}`` and ``{"$tensor": name, ...}`` (with
+``{"$complex": [re, im]}``, ``{"$dtype": "float32"}``, ``{"$meta": {"id", "dtype", "shape",
+"requires_grad"}}`` (a meta tensor: no data, as PyTorch saves one; ``id`` tells one apart from
+another of the same type) and ``{"$tensor": name, ...}`` (with
 ``"complex": true`` for a complex tensor stored as its real and imaginary parts, a last axis
 of 2: safetensors has no complex128; with ``"view": [offset, shape, strides]`` for one of
 several tensors that share memory, a view of their storage, `ember.io._shared`). Every JSON
@@ -24,6 +26,7 @@ import types
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import CheckpointError, EmberError
 from ..ops._factory_kwargs import sparse_coo
@@ -107,6 +110,19 @@ class _Encoder:
             node["requires_grad"] = True
         return node
 
+    def meta_node(self, x) -> dict:
+        if id(x) not in self.memo:
+            self.memo[id(x)] = len(self.memo)
+            self.keep_alive.append(x)
+        return {
+            "$meta": {
+                "id": self.memo[id(x)],
+                "dtype": x.dtype.name,
+                "shape": list(x.shape),
+                "requires_grad": x.requires_grad,
+            }
+        }
+
     def encode(self, x, path: str):
         if x is None or isinstance(x, (bool, str)):
             return x
@@ -117,6 +133,8 @@ class _Encoder:
         if isinstance(x, complex):  # (parts as floats: "nan" and "inf" tagged as above)
             return {"$complex": [self.encode(x.real, path), self.encode(x.imag, path)]}
         if isinstance(x, Tensor):
+            if _meta.is_meta(x._data):
+                return self.meta_node(x)
             return self.array_node(x, x._data, path, None)  # (read, not handed out)
         if isinstance(x, np.ndarray):
             return self.array_node(x, x, path, "ndarray")
@@ -203,7 +221,7 @@ def _tensor_leaves(obj) -> list:
     while stack:
         x = stack.pop()
         if isinstance(x, Tensor):
-            if id(x) not in seen:
+            if id(x) not in seen and not _meta.is_meta(x._data):  # (no memory to share)
                 seen.add(id(x))
                 out.append(x)
         elif isinstance(x, (dict, list, tuple, set, frozenset)) and id(x) not in seen:
@@ -282,6 +300,32 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
                 made[key] = t.requires_grad_() if requires_grad else t
             else:
                 raise bad(f"unknown tensor kind {_short(kind)}", where)
+        return made[key]
+
+    def meta(value: dict, where: str):
+        if set(value) != {"id", "dtype", "shape", "requires_grad"} or type(value["id"]) is not int:
+            raise bad(f"a meta tensor with fields {_short(value)}", where)
+        shape, requires_grad = value["shape"], value["requires_grad"]
+        try:
+            dtype = dt.as_dtype(value["dtype"])
+        except TypeError:
+            raise bad(f"a meta tensor of unknown dtype {_short(value['dtype'])}", where) from None
+        if not (
+            isinstance(shape, list)
+            and len(shape) <= 64
+            and all(type(d) is int and 0 <= d < 2**63 for d in shape)
+        ):
+            raise bad(
+                f"a meta tensor's shape should be a list of sizes, got {_short(shape)}", where
+            )
+        if not isinstance(requires_grad, bool) or (
+            requires_grad and not (dtype.is_floating_point or dtype.is_complex)
+        ):
+            raise bad(f"a meta tensor of dtype {dtype} with requires_grad {requires_grad}", where)
+        key = f"$meta\0{value['id']}"
+        if key not in made:  # (no data: a stand-in of its shape, as PyTorch loads one)
+            t = Tensor(_meta.stand_in(tuple(shape), dtype.np))
+            made[key] = t.requires_grad_() if requires_grad else t
         return made[key]
 
     def sparse(value: dict, where: str, depth: int):
@@ -387,6 +431,8 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
             return sparse(value, where, depth)
         if tag == "$object" and isinstance(value, dict) and isinstance(value.get("class"), str):
             return user_object(value, where, depth)
+        if tag == "$meta" and isinstance(value, dict):
+            return meta(value, where)
         if tag == "$dtype" and isinstance(value, str):
             try:
                 return dt.as_dtype(value)

@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import EmberError
 from ..tensor import Tensor
@@ -236,6 +237,15 @@ def _rebuild_tensor_v3(
     return _with_grad(t, requires_grad)
 
 
+def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
+    """A meta tensor, which PyTorch saves with no storage: a meta stand-in of its size."""
+    dtype = _dtype_of(dtype, "a meta tensor's dtype")
+    size = _ints(size, "size")
+    if len(_ints(stride, "stride")) != len(size):
+        raise _Damaged(f"a meta tensor has size {size} but stride {stride!r:.80}")
+    return _with_grad(Tensor(_meta.stand_in(size, dtype.np)), requires_grad)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     if not isinstance(data, Tensor):
         raise _Damaged(f"a parameter's data is a {type(data).__name__}, not a tensor")
@@ -291,7 +301,13 @@ class _TensorClass:
 
 
 _TENSOR, _PARAMETER = _TensorClass("torch.Tensor"), _TensorClass("torch.nn.Parameter")
-_REBUILDERS = (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)
+_REBUILDERS = (
+    _rebuild_tensor,
+    _rebuild_tensor_v2,
+    _rebuild_tensor_v3,
+    _rebuild_parameter,
+    _rebuild_meta_tensor_no_storage,
+)
 
 
 class _TorchName:
@@ -403,6 +419,7 @@ ALLOWED: dict[str, object] = {
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
     "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
     "torch._utils._rebuild_parameter": _rebuild_parameter,
+    "torch._utils._rebuild_meta_tensor_no_storage": _rebuild_meta_tensor_no_storage,
     "torch._utils._rebuild_parameter_with_state": _rebuild_parameter_with_state,
     "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
     "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,

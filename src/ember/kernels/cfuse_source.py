@@ -55,6 +55,9 @@ _C_TYPES = {dt.float32: "float", dt.float64: "double", dt.bool_: "_Bool"}
 # computed in float, each instruction's result rounded to its dtype as NumPy rounds each op's
 _HALF = {dt.bfloat16: "bf16", dt.float16: "f16"}
 _C_TYPES.update(dict.fromkeys(_HALF, "float"))
+# the NaN an op creates from operands that are not NaN, ``{nan}`` in a C expression
+# (ops/_created_nan.py): PyTorch's is positive in float32/float64, its sign bit set in 16 bits
+_HALF_NAN = '(-__builtin_nanf(""))'
 # arrays of bool are read and written as bytes (NumPy's layout): GCC does not vectorize loads
 # and stores through _Bool pointers, while values stay _Bool so conversions give 0 or 1
 _ARRAY_TYPES = {**_C_TYPES, dt.bool_: "unsigned char", **dict.fromkeys(_HALF, "uint16_t")}
@@ -326,14 +329,16 @@ def source_and_constants(program, outputs, out_types, in_types, symbol="fused") 
             # a double to float16 rounded once (through float, to odd), as NumPy's cast does;
             # to bfloat16 through float32, rounded twice, as ml_dtypes' cast does
             if dt.float64 in arg_types and out_dtype is dt.float16:
-                expr = "round_odd(" + op.c.format(*args, T="double", f=single, **consts) + ")"
+                expr = op.c.format(*args, T="double", f=single, nan=_HALF_NAN, **consts)
+                expr = "round_odd(" + expr + ")"
             else:
-                expr = op.c.format(*args, T="float", f=single, **consts)
+                expr = op.c.format(*args, T="float", f=single, nan=_HALF_NAN, **consts)
             body.append(f"uint16_t t{j} = {half}_store({expr});")
             body.append(f"float t{j}f = {half}_load(t{j});")
             terms[-1] = f"t{j}f"
             continue
-        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single, **consts)
+        nan = f'__builtin_nan{single}("")'  # (ops/_created_nan.py: positive)
+        expr = op.c.format(*args, T=_C_TYPES[out_dtype], f=single, nan=nan, **consts)
         body.append(f"{_C_TYPES[out_dtype]} t{j} = {expr};")
     lines = ["#include <stddef.h>", *_library_declarations(used_math)]
     if any(t.dtype in _HALF for t in (*in_types, *out_types)) or _HALF.keys() & set(types):

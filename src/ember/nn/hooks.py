@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+from .. import _meta
 from ..errors import NotInEmberError
 from ..graph import scope as _scope
 from ..ops._registry import _state as _reg_state
@@ -163,6 +164,8 @@ class HooksMixin:
         return handle
 
     def __call__(self, *args, **kwargs):
+        if _meta.active[0]:  # (a model on the meta device given CPU data, or the other way)
+            _meta.refuse_mixed(type(self).__name__, _own_tensors(self, args))
         if _reg_state.modes:  # a graph is being built (`_scope.recording()`, inlined): its
             with _scope.module(self):  # nodes record this module's scope
                 return self._call(*args, **kwargs)
@@ -237,3 +240,11 @@ class HooksMixin:
         if key in self._forward_hooks_with_kwargs or key in _global_forward_hooks_with_kwargs:
             return hook(self, args, kwargs, output)
         return hook(self, args, output)
+
+
+def _own_tensors(module, args):
+    """The call's positional tensors, then the module's own parameters and buffers (not its
+    children's: each child checks its own call), the order PyTorch's layers meet them in."""
+    yield from args
+    yield from module.__dict__.get("_parameters", {}).values()
+    yield from module.__dict__.get("_buffers", {}).values()

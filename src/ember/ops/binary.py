@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
 from ..types import TensorType
@@ -18,6 +19,7 @@ from . import _onnx
 from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
+from ._created_nan import positive_created_nan
 from ._registry import OpDef, apply, constant, export, register
 from ._rules import Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -88,6 +90,8 @@ def _binary(
     def fn(x, y):
         if check is not None:
             check(x, y)
+        if _meta.active[0]:
+            _meta.refuse_mixed(name, (x, y))
         return apply(op, *promote(x, y, floating=floating))
 
     if alpha:
@@ -95,6 +99,8 @@ def _binary(
         def fn(x, y, *, alpha=1):
             if check is not None:
                 check(x, y)
+            if _meta.active[0]:
+                _meta.refuse_mixed(name, (x, y))
             if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
                 return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
@@ -284,7 +290,7 @@ def _pow_check(x, y):
 _SCALAR_POWERS = {
     2.0: lambda x: x * x,
     3.0: lambda x: x * x * x,
-    0.5: np.sqrt,
+    0.5: positive_created_nan(np.sqrt),
     -0.5: lambda x: np.divide(1, np.sqrt(x), dtype=x.dtype),
     -1.0: lambda x: np.divide(1, x, dtype=x.dtype),
     -2.0: lambda x: np.divide(1, x * x, dtype=x.dtype),
@@ -295,9 +301,10 @@ _WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 def _pow_kernel(x, y):
     """np.power; a float32/float64 ``x`` to a 0-d exponent 2, 3, 0.5, -0.5, -1 or -2 (a
     Python number's constant) by PyTorch's arithmetic for it (`_SCALAR_POWERS`: sqrt at 0.5,
-    so -0.0 ** 0.5 is -0.0 and -inf ** 0.5 NaN, as PyTorch gives); an integer to a negative
-    integer power (a tensor exponent) is PyTorch's truncated result, 1 / x rounded toward
-    zero: 1 for 1, +-1 for -1, else 0 (NumPy refuses)."""
+    so -0.0 ** 0.5 is -0.0, -inf ** 0.5 NaN, -2 ** 0.5 +NaN and -2 ** -0.5 -NaN, as PyTorch
+    gives: ops/_created_nan.py); an integer to a negative integer power (a tensor exponent) is
+    PyTorch's truncated result, 1 / x rounded toward zero: 1 for 1, +-1 for -1, else 0 (NumPy
+    refuses)."""
     if y.ndim == 0 and x.dtype in _WIDE_FLOATS:
         special = _SCALAR_POWERS.get(float(y))
         if special is not None:
@@ -310,6 +317,8 @@ def _pow_kernel(x, y):
         return np.where(negative, inverse, power)
     if x.dtype == np.bool_:  # (NumPy's bool power is int8)
         return np.power(x, y).astype(np.bool_)
+    # (elsewhere PyTorch's sign for a NaN it creates depends on the element's position: its
+    # vector loop's +NaN, its scalar tail's -NaN, NumPy's everywhere)
     return np.power(x, y)
 
 

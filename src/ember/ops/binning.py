@@ -117,12 +117,34 @@ def _searchsorted_kernel(seq, values, *, right, int32):
     if common == dt.bfloat16.np or seq.dtype == dt.bfloat16.np:
         common = np.float32
     seq, values = seq.astype(common), values.astype(common)
+    if np.dtype(common).kind == "f" and np.isnan(seq).any():
+        return _binary_search(seq, values, right).astype(out_dtype)
     if seq.ndim <= 1:
         return np.searchsorted(seq, values, side=side).astype(out_dtype)
     rows = seq.reshape(-1, seq.shape[-1])
     vals = values.reshape(-1, values.shape[-1])
     out = np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, vals)])
     return out.reshape(values.shape).astype(out_dtype)
+
+
+def _binary_search(seq, values, right: bool):
+    """PyTorch's binary search step for step, for a sequence holding NaN: the start moves past
+    the middle unless ``mid >= value`` (``right``: ``mid > value``) holds, which a NaN on either
+    side never does. (NumPy orders NaN last, so its positions differ once the search meets
+    a NaN; without one they are the same.)"""
+    n = seq.shape[-1]
+    rows = seq.reshape(-1, n) if seq.ndim > 1 else seq.reshape(1, n)
+    vals = values.reshape(rows.shape[0], -1) if seq.ndim > 1 else values.reshape(1, -1)
+    start = np.zeros(vals.shape, np.int64)
+    end = np.full(vals.shape, n, np.int64)
+    with np.errstate(invalid="ignore"):
+        while (active := start < end).any():
+            mid = start + ((end - start) >> 1)
+            at = np.take_along_axis(rows, np.minimum(mid, n - 1), 1)
+            stays = at > vals if right else at >= vals
+            start = np.where(active & ~stays, mid + 1, start)
+            end = np.where(active & stays, mid, end)
+    return start.reshape(values.shape)
 
 
 def _onnx_searchsorted(e):

@@ -21,6 +21,7 @@ from . import _onnx
 from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
+from ._created_nan import negative_domain, positive_created_nan
 from ._data import to_array
 from ._registry import (
     PUBLIC,
@@ -348,9 +349,9 @@ _unary(
 )
 _unary(
     "log",
-    np.log,
+    positive_created_nan(np.log),
     lambda c, g: (g / E.conj(c.inputs[0]),),
-    c="log{f}({0})",
+    c=negative_domain("log{f}({0})"),
     onnx=_onnx.node("Log"),
     complex=Complex.GRADIENT,
 )
@@ -373,10 +374,10 @@ _unary(
 )
 _unary(
     "sqrt",
-    np.sqrt,
+    positive_created_nan(np.sqrt),
     lambda c, g: (g / (E.conj(c.outputs[0]) * 2),),
     save="output",
-    c="sqrt{f}({0})",
+    c=negative_domain("sqrt{f}({0})"),
     complex=Complex.GRADIENT,
     onnx=_onnx.node("Sqrt"),
 )

@@ -252,12 +252,9 @@ def signbit(input):
 def _hypot_vjp(c, g):
     x, y = c.inputs
     out = c.outputs[0]
-    # x / hypot is 0/0 at the origin, where PyTorch's gradient is 0 too
-    safe = E.where(out == 0, 1.0, out)
-    return (
-        E.sum_to(E.where(out == 0, 0.0, g * x / safe), x.shape),
-        E.sum_to(E.where(out == 0, 0.0, g * y / safe), y.shape),
-    )
+    # PyTorch's grad * x / hypot: NaN at the origin (0 / 0), as PyTorch 2.13 gives
+    with np.errstate(invalid="ignore"):  # (silent, as PyTorch, when eager)
+        return (E.sum_to(g * x / out, x.shape), E.sum_to(g * y / out, y.shape))
 
 
 def _logaddexp_vjp(scale):

@@ -1,7 +1,7 @@
 """Issue 19's long tail of reductions and scans, PyTorch's names: cummax, cummin, median,
-nanmedian, mode, logcumsumexp, count_nonzero, nansum, nanmean, std_mean and var_mean
-(dist, equal, diff and the trapezoids are in ops/differences.py; histc, searchsorted and
-bucketize in ops/binning.py).
+nanmedian, mode, count_nonzero, nansum, nanmean, std_mean and var_mean (logcumsumexp is in
+ops/logcumsumexp.py; dist, equal, diff and the trapezoids in ops/differences.py; histc,
+searchsorted and bucketize in ops/binning.py).
 
 Selections (cummax, cummin, median, nanmedian, mode) are one primitive, ``select_index``, that
 computes the chosen positions (int64, no gradient) with a NumPy kernel; the values are a
@@ -19,6 +19,7 @@ from ..errors import ArgumentError, AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
+from ._stl_steps import Steps
 from ._util import normalize_axis, reduction_cost, refuse_complex
 from .elementwise import to_tensor
 
@@ -103,15 +104,38 @@ def _median_positions(x, ignore_nan):
 
 
 def _mode_positions(x):
-    """The most frequent value's position along the last axis: ties between values go to the
-    smallest value, and the position is its last occurrence, as PyTorch's CPU kernel gives."""
+    """The most frequent value's position along the last axis, as PyTorch's CPU kernel finds
+    it: the row's (value, position) pairs sorted by ``std::sort`` on the value, runs of equal
+    values counted (a NaN equals nothing: a run of one), the first longest run taking it, and
+    its last pair's position reported. ``std::sort`` is not stable: where the chosen value
+    occurs more than once in a row longer than its insertion-sort threshold (16), or the row
+    holds NaN, its steps decide the position (ops/_stl_steps.py); elsewhere it is the value's
+    last occurrence."""
     rows = x.reshape(-1, x.shape[-1])
     out = np.empty(rows.shape[0], np.int64)
+    n = rows.shape[1]
     for r, row in enumerate(rows):
-        values, counts = np.unique(row, return_counts=True)
-        best = values[np.argmax(counts)]  # np.unique sorts: the first maximum is the smallest
-        out[r] = np.flatnonzero(row == best)[-1] if best == best else np.argmax(row != row)
+        nan = row != row
+        values, counts = np.unique(row[~nan], return_counts=True)
+        if not nan.any() and (n <= 16 or counts.max() == 1):
+            best = values[np.argmax(counts)]  # (np.unique sorts: the first maximum is smallest)
+            out[r] = np.flatnonzero(row == best)[-1]
+        else:
+            out[r] = _sorted_mode(row.tolist())
     return out.reshape(x.shape[:-1])
+
+
+def _sorted_mode(row: list) -> int:
+    pairs = [(v, j) for j, v in enumerate(row)]
+    Steps(pairs, lambda a, b: a[0] < b[0]).sort(0, len(pairs))
+    best, count, position = 0, 0, 0
+    for i, (v, j) in enumerate(pairs):
+        count += 1
+        if i == len(pairs) - 1 or v != pairs[i + 1][0]:
+            if count > best:
+                best, position = count, j
+            count = 0
+    return position
 
 
 def _select_kernel(x, *, kind, axis):
@@ -275,32 +299,6 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and its
     last position, a named tuple (values, indices)."""
     return mode_t(*_selected("mode", input, dim, keepdim))
-
-
-# ------------------------------------------------------------------------------ logcumsumexp
-
-
-@export(method=True)
-def logcumsumexp(input, dim: int):
-    """``log(cumsum(exp(x)))`` along ``dim`` without overflow or underflow: each running value
-    is the previous one log-added to the next element. Float tensors only, as in PyTorch."""
-    x = to_tensor(input)
-    axis = normalize_axis("logcumsumexp", dim, max(x.ndim, 1))  # (PyTorch checks it first)
-    if not x.dtype.is_floating_point:
-        raise KernelDTypeError(
-            f"logcumsumexp is defined for float tensors, got {x.dtype}", op="logcumsumexp"
-        )
-    if x.ndim == 0:
-        return E.clone(x)
-    # a running logaddexp, written as one log-sum-exp per prefix over a masked square, so it
-    # differentiates through ember's ops (O(n^2) along dim: programs use it on short axes)
-    n = x.shape[axis]
-    moved = E.movedim(x, axis, -1)
-    rows = E.unsqueeze(moved, -2)  # (..., 1, n): prefix i reads elements j <= i
-    mask = to_tensor(np.tril(np.ones((n, n), bool)))
-    masked = E.where(mask, rows, float("-inf"))
-    out = E.logsumexp(masked, -1)
-    return E.movedim(out, -1, axis)
 
 
 # ------------------------------------------------------------------------- counting and NaN

@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes as dt
 from . import _onnx
 from . import api as E
+from ._created_nan import negative_domain, positive_created_nan
 from ._registry import PUBLIC, apply, export
 from ._rules import Complex
 from .binary import _binary, _check_divisor, _reduce_to
@@ -115,18 +116,18 @@ _unary(
 )
 _unary(
     "log2",
-    _quiet(np.log2),
+    positive_created_nan(np.log2),
     lambda c, g: (g / E.conj(c.inputs[0] * _LN2),),
     complex=Complex.GRADIENT,
-    c="log2{f}({0})",
+    c=negative_domain("log2{f}({0})"),
     onnx=_onnx_scaled_log(_LN2),
 )
 _unary(
     "log10",
-    _quiet(np.log10),
+    positive_created_nan(np.log10),
     lambda c, g: (g / E.conj(c.inputs[0] * _LN10),),
     complex=Complex.GRADIENT,
-    c="log10{f}({0})",
+    c=negative_domain("log10{f}({0})"),
     onnx=_onnx_scaled_log(_LN10),
 )
 for _name in ("asin", "acos", "atan"):
@@ -167,10 +168,14 @@ export(square, method=True, inplace=True)
 def _atan2_vjp(c, g):
     y, x = c.inputs  # atan2(input, other): input is the ordinate
     ny, nx = c.needs_input_grad
-    scale = g / (y * y + x * x)
+    # PyTorch's: 1 / (y^2 + x^2), 0 where that is infinite (the origin, and where the sum
+    # underflows), so atan2(0, 0) has the gradient 0 (was NaN)
+    with np.errstate(divide="ignore", over="ignore"):  # (silent, as PyTorch, when eager)
+        recip = E.reciprocal(y * y + x * x)
+    recip = E.where(E.isinf(recip), 0.0, recip)
     return (
-        _reduce_to(scale * x, c.in_types[0]) if ny else None,
-        _reduce_to(-scale * y, c.in_types[1]) if nx else None,
+        _reduce_to(g * x * recip, c.in_types[0]) if ny else None,
+        _reduce_to(g * -y * recip, c.in_types[1]) if nx else None,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _meta
 from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
@@ -560,6 +561,9 @@ SPLIT = register(
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
     """Join tensors along dimension ``dim`` (promoting their dtypes)."""
+    if _meta.active[0]:
+        tensors = list(tensors)
+        _meta.refuse_mixed("cat", tensors)
     if not len(tensors):  # (before promotion, which needs an operand)
         raise ArgumentError("expected a non-empty list of tensors", op="concat")
     tensors = promote(*tensors)
@@ -598,6 +602,8 @@ export(concat, name="concatenate")
 def stack(tensors, dim=0, *, axis=None):
     """Join tensors of one shape along a new dimension ``dim``."""
     tensors = [to_tensor(t) for t in tensors]
+    if _meta.active[0]:
+        _meta.refuse_mixed("stack", tensors)
     if not tensors:
         raise ShapeError("needs at least one tensor", op="stack")
     shape = tuple(tensors[0].shape)

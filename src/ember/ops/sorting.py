@@ -3,10 +3,12 @@ argsort built on them (PyTorch semantics).
 
 ``argsort`` is the one sorting primitive: sort and topk gather their values at its indices, so
 their gradient is gather's (a scatter-add of the output gradient back to the chosen
-positions), and the indices never carry a gradient. Its order is always *stable* (equal
-elements keep their order, descending too), which is what PyTorch's ``stable=True`` promises and
-one valid answer for ``stable=False``. NaN sorts above every number (last ascending, first
-descending), as in PyTorch.
+positions), and the indices never carry a gradient. Its order is *stable* (equal elements
+keep their order, descending too), PyTorch's ``stable=True``; with ``stable=False`` equal
+elements are ordered as PyTorch's CPU sort (``std::sort``) leaves them. NaN sorts above every
+number (last ascending, first descending), as in PyTorch. With ``k`` (topk) it gives
+PyTorch's topk positions. Both differ from the stable order only in the order of equal values
+(ops/_torch_order.py, kernels/ctopk.py).
 
 ``unique``'s output size is data-dependent: like ``nonzero`` (ops/selection.py), the public
 function reads the number of distinct values from the data when the call is made and records
@@ -36,6 +38,7 @@ from ..types import TensorType
 from . import api as E
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
+from ._torch_order import sort_positions, topk_positions
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, refuse_complex
 from .elementwise import to_tensor
 
@@ -56,7 +59,7 @@ def _sortable(a: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------- argsort
 
 
-def _argsort_infer(x, *, axis, descending, k=None):
+def _argsort_infer(x, *, axis, descending, k=None, ordered=True, stable=True):
     if k is None or not x.ndim:
         return TensorType(tuple(x.shape), dt.int64)
     return TensorType(tuple(k if d == axis else s for d, s in enumerate(x.shape)), dt.int64)
@@ -92,33 +95,52 @@ def _first_k(a: np.ndarray, k: int, descending: bool) -> np.ndarray:
     return np.take_along_axis(picked, order, 1)
 
 
-def _argsort_kernel(x, *, axis, descending, k=None):
+def _stable_first_k(rows: np.ndarray, k: int, descending: bool) -> np.ndarray:
+    n = rows.shape[1]
+    if (
+        n < _SELECT_MIN
+        or k * _SELECT_SHARE > n
+        or (rows.dtype.kind == "f" and np.isnan(rows).any())
+    ):
+        return _stable_order(rows, 1, descending)[:, :k]
+    return _first_k(rows, k, descending)
+
+
+def _argsort_kernel(x, *, axis, descending, k=None, ordered=True, stable=True):
+    """The stable order, or (``stable=False``) PyTorch's sort's; with ``k`` (topk) the
+    positions PyTorch's topk reports. Both are the stable order's wherever no ties decide them
+    (ops/_torch_order.py)."""
     if x.ndim == 0:
         return np.zeros((), np.int64)
     a = _sortable(x)
-    n = a.shape[axis]
-    if k is None or k == n:
+    if k is None and stable:
         return _stable_order(a, axis, descending).astype(np.int64, copy=False)
-    if n < _SELECT_MIN or k * _SELECT_SHARE > n or (a.dtype.kind == "f" and np.isnan(a).any()):
-        order = _stable_order(a, axis, descending)
-        return np.take(order, np.arange(k), axis=axis).astype(np.int64, copy=False)
     rows = np.moveaxis(a, axis, -1)
-    first = _first_k(rows.reshape(-1, n), k, descending).reshape(rows.shape[:-1] + (k,))
-    return np.ascontiguousarray(np.moveaxis(first, -1, axis)).astype(np.int64, copy=False)
+    flat = rows.reshape(numel(rows.shape[:-1]), rows.shape[-1])
+    if k is None:
+        order = _stable_order(flat, 1, descending).astype(np.int64, copy=False)
+        order = sort_positions(flat, descending, order).reshape(rows.shape)
+        return np.ascontiguousarray(np.moveaxis(order, -1, axis))
+    first = topk_positions(flat, k, descending, ordered, _stable_first_k(flat, k, descending))
+    first = first.astype(np.int64, copy=False).reshape(rows.shape[:-1] + (k,))
+    return np.ascontiguousarray(np.moveaxis(first, -1, axis))
 
 
-def _argsort_fast(x, *, axis, descending, k=None):
-    """kernels/ctopk.py's one pass with a heap for the first ``k`` of each row (the same
-    positions as the kernel's); None for a whole sort (NumPy's stable one) and where it does
-    not apply."""
-    if k is None or x.ndim == 0 or k == x.shape[axis] or k == 0:
+def _argsort_fast(x, *, axis, descending, k=None, ordered=True, stable=True):
+    """kernels/ctopk.py: PyTorch's sorting steps in C for topk and an unstable sort (the
+    kernel's positions); None for a stable sort (NumPy's) and where it does not apply."""
+    if (k is None and stable) or x.ndim == 0 or k == 0 or x.size == 0:
         return None
     from ..kernels import ctopk
 
     a = _sortable(x)
     n = a.shape[axis]
     rows = np.moveaxis(a, axis, -1)
-    first = ctopk.first_k(rows.reshape(-1, n), k, bool(descending))
+    if k is None:
+        first = ctopk.torch_sort(rows.reshape(-1, n), bool(descending))
+        k = n
+    else:
+        first = ctopk.torch_k(rows.reshape(-1, n), k, bool(descending), bool(ordered))
     if first is None:
         return None
     first = first.reshape(rows.shape[:-1] + (k,))
@@ -133,7 +155,8 @@ def _argsort_cost(in_types, out_types, attrs):
 
 
 def _onnx_argsort(e):
-    """TopK's indices: ONNX orders equal elements by index, as the stable kernel does."""
+    """TopK's indices: ONNX orders equal elements by index, as the stable kernel does (topk's
+    ties: where PyTorch's selection picks or orders equal values otherwise, ONNX's differ)."""
     x, t = e.inputs[0], e.in_types[0]
     a = e.attrs
     if not t.shape:
@@ -159,9 +182,11 @@ _ARGSORT = register(
         fast=_argsort_fast,
         cost=_argsort_cost,
         batch=None,
-        doc="argsort(x, axis, descending, k=None): int64 indices that sort x along axis, "
-        "stably (equal elements keep their order); NaN sorts above every number. With k, the "
-        "first k of them (topk), found by selection before sorting where rows are long",
+        doc="argsort(x, axis, descending, k=None, ordered=True, stable=True): int64 indices "
+        "that sort x along axis, stably (equal elements keep their order), or as PyTorch's "
+        "sort(stable=False) orders equal elements; NaN sorts above every number. With k, the "
+        "positions PyTorch's topk(k, sorted=ordered) reports (its libstdc++ selection's "
+        "choice and order among equal values)",
     )
 )
 
@@ -176,22 +201,24 @@ def _sort_axis(op, x, dim) -> int:
 
 @export(method=True)
 def argsort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
-    """Indices (int64) that sort ``x`` along ``dim``. The order is always stable (ember has one
-    sort), so ``stable=False`` gives what ``stable=True`` gives; NaN sorts above every number."""
+    """Indices (int64) that sort ``x`` along ``dim``; NaN sorts above every number. Equal
+    elements keep their order with ``stable=True``; otherwise they are ordered as PyTorch's
+    CPU sort leaves them (``std::sort``'s steps, ops/_torch_order.py)."""
     x = to_tensor(x)
     refuse_complex("argsort", x, reason=_NO_COMPLEX_SORT)
-    return apply(_ARGSORT, x, axis=_sort_axis("argsort", x, dim), descending=bool(descending))
+    axis = _sort_axis("argsort", x, dim)
+    return apply(_ARGSORT, x, axis=axis, descending=bool(descending), stable=bool(stable))
 
 
 @export(method=True)
 def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
     """``(values, indices)`` of ``x`` sorted along ``dim`` (a named tuple like
-    ``torch.return_types.sort``). Always stable, as `argsort`; the gradient flows to the
-    sorted elements' positions."""
+    ``torch.return_types.sort``), equal elements ordered as `argsort` orders them; the
+    gradient flows to the sorted elements' positions."""
     x = to_tensor(x)
     refuse_complex("sort", x, reason=_NO_COMPLEX_SORT)
     axis = _sort_axis("sort", x, dim)
-    indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending))
+    indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending), stable=bool(stable))
     if x.ndim == 0:
         return SortResult(x, indices)
     return SortResult(rename_node(E.gather(x, axis, indices), "SortBackward0"), indices)
@@ -201,9 +228,9 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
 def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The ``k`` largest (``largest=False``: smallest) elements of ``x`` along ``dim`` and their
     indices, a named tuple like ``torch.return_types.topk``. NaN counts as larger than every
-    number. The result is always sorted (largest first, or smallest first), with equal elements
-    in index order; ``sorted=False`` allows any order, and this one is such an order. The
-    gradient flows to the chosen elements' positions."""
+    number. Among equal values, the ones chosen and their order are PyTorch's CPU topk's (the
+    steps of its libstdc++ selection, ops/_torch_order.py), and so is the order ``sorted=False``
+    leaves. The gradient flows to the chosen elements' positions."""
     x = to_tensor(x)
     if x.dtype is dt.bool_:
         raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
@@ -218,7 +245,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
             op="topk",
         )
     flat = x if x.ndim else E.reshape(x, (1,))
-    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k)
+    order = apply(_ARGSORT, flat, axis=axis, descending=bool(largest), k=k, ordered=bool(sorted))
     values = E.gather(flat, axis, order)
     if x.ndim == 0:
         return TopkResult(E.reshape(values, ()), E.reshape(order, ()))

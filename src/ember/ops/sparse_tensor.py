@@ -341,8 +341,11 @@ class SparseTensor:
         return sum(self, dim, dtype=dtype)
 
     def __repr__(self) -> str:
+        # (each part's rows lined up under its first, as PyTorch prints them)
+        indices = repr(self._idx).replace("\n", "\n" + " " * len("tensor(indices="))
+        values = repr(self._vals).replace("\n", "\n" + " " * len("       values="))
         return (
-            f"tensor(indices={self._idx!r},\n       values={self._vals!r},\n       "
+            f"tensor(indices={indices},\n       values={values},\n       "
             f"size={self._size}, nnz={self._nnz()}, layout={self.layout!r})"
         )
 

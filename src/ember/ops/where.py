@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError, DTypeError
 from ..types import TensorType
@@ -105,6 +106,8 @@ def where(condition, x=None, y=None):
         return E.nonzero(condition, as_tuple=True)
     if x is None or y is None:
         raise ArgumentTypeError("where: give both x and y, or neither")
+    if _meta.active[0]:
+        _meta.refuse_mixed("where", (condition, x, y))
     x, y = promote(x, y)
     return apply(
         _WHERE,

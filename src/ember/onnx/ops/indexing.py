@@ -323,7 +323,10 @@ def _top_k(ctx, x, k=None):
         raise ctx.error(f"k {count} is out of range for a dimension of {dims[a]}")
     largest = bool(ctx.attr("largest", 1)) if ctx.opset >= 11 else True
     proxy, original = _sortable(ctx, x)
-    values, indices = E.topk(proxy, count, a, largest, True)
+    # ONNX orders equal elements by index: the stable sort's first k (PyTorch's topk, which
+    # ember.topk gives, picks among ties by its selection's steps)
+    values, indices = E.sort(proxy, a, largest, stable=True)
+    values, indices = E.narrow(values, a, 0, count), E.narrow(indices, a, 0, count)
     if original is not None:
         values = np.take_along_axis(original, ctx.static(indices), a)
     return values, indices
