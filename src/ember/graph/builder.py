@@ -305,7 +305,7 @@ class GraphBuilder(_reg.Mode):
         results = []
         for g, hit in zip(grads, used):
             result = SymbolicTensor(self.value_of(g), self) if hit else None
-            if result is not None and differentiable and result.dtype.is_floating_point:
+            if result is not None and differentiable and _differentiable(result.dtype):
                 result._requires_grad = True  # (with history: not a leaf)
             results.append(result)
         return tuple(results)
@@ -365,10 +365,10 @@ class GraphBuilder(_reg.Mode):
         if not _reg._state.grad_enabled:
             self.no_grad_values.update(id(v) for v in node.outputs)
         elif not op.stops_gradient and any(getattr(t, "_requires_grad", False) for t in inputs):
-            # requires_grad as eagerly: the floating results of an op on a tensor that requires
-            # one (user code branches on it: hooks, checkpointing, custom Functions)
+            # requires_grad as eagerly: the floating and complex results of an op on a tensor
+            # that requires one (user code branches on it: hooks, checkpointing, Functions)
             for out in outs:
-                if out.value.type.dtype.is_floating_point:
+                if _differentiable(out.value.type.dtype):
                     out._requires_grad = True
         source = inputs[0] if op.view else None
         # views are followed within one graph (a loop body's view of an outer value is not)
@@ -381,3 +381,9 @@ class GraphBuilder(_reg.Mode):
 
     def constant(self, array) -> SymbolicTensor:
         return SymbolicTensor(self.graph.add_constant(array), self)
+
+
+def _differentiable(dtype) -> bool:
+    """Whether a result of this dtype carries gradients, as eager.py's ``_FLOATING``: the
+    floating-point and the complex dtypes."""
+    return dtype.is_floating_point or dtype.is_complex
