@@ -91,3 +91,23 @@ def test_pytorch_second_operand_keywords():
         assert g.numpy().dtype == t.numpy().dtype, f"call {k}"
     with pytest.raises(TypeError, match="both other= and y="):
         ember.ones(2).add(ember.ones(2), other=ember.ones(2), y=ember.ones(2))
+
+
+def test_top_level_margin_ranking_loss_broadcasts_as_aten():
+    """``torch.margin_ranking_loss`` (aten's op) broadcasts its operands; F's wants one rank
+    (PyTorch's autocast test lists call it with (8, 8) inputs and an (8,) target)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 8, 8))
+    y = np.sign(rng.standard_normal(8))
+    for reduction in (0, 1, 2):
+        want = torch.margin_ranking_loss(
+            torch.tensor(a), torch.tensor(b), torch.tensor(y), 0.1, reduction
+        )
+        got = ember.margin_ranking_loss(
+            ember.tensor(a), ember.tensor(b), ember.tensor(y), 0.1, reduction
+        )
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    with pytest.raises(ember.EmberError, match="same number of dimensions"):
+        ember.nn.functional.margin_ranking_loss(ember.tensor(a), ember.tensor(b), ember.tensor(y))

@@ -120,17 +120,23 @@ def margin_ranking_loss(
 ):
     """``max(-target * (input1 - input2) + margin, 0)``, target holding 1 or -1."""
     red = reduction_arg("margin_ranking_loss", reduction, size_average, reduce)
+    return margin_ranking_terms(input1, input2, target, margin, red, same_ndim=True)
+
+
+def margin_ranking_terms(input1, input2, target, margin, reduction: str, *, same_ndim: bool):
+    """The margin ranking loss reduced by ``reduction``; ``same_ndim``: F's check that the
+    three operands have one rank (``torch.margin_ranking_loss``, aten's op, broadcasts them)."""
     x1 = float_input("margin_ranking_loss", input1, "input1")
     x2 = float_input("margin_ranking_loss", input2, "input2")
     y = to_tensor(target)
-    if not (x1.ndim == x2.ndim == y.ndim):
+    if same_ndim and not (x1.ndim == x2.ndim == y.ndim):
         raise ShapeError(
             f"input1, input2 and target must have the same number of dimensions, got shapes "
             f"{fmt_shape(x1.shape)}, {fmt_shape(x2.shape)} and {fmt_shape(y.shape)}",
             op="margin_ranking_loss",
         )
     loss = E.clamp(-y * (x1 - x2) + _items.number(margin), min=0)
-    return reduce_loss(loss, red)
+    return reduce_loss(loss, reduction)
 
 
 _EPSILON = 1e-12  # PyTorch's cosine_embedding_loss guard on the squared magnitudes

@@ -20,6 +20,7 @@ from ..grad_mode import InferenceVersion
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, TensorBase, export
 from ..ops.elementwise import to_tensor
+from .distance import margin_ranking_terms
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -183,14 +184,10 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction
 
 @export
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=0):
-    """``torch.margin_ranking_loss`` with the integer reduction."""
-    return FUNCTIONAL["margin_ranking_loss"](
-        input1,
-        input2,
-        target,
-        margin=margin,
-        reduction=_reduction("margin_ranking_loss", reduction),
-    )
+    """``torch.margin_ranking_loss`` with the integer reduction; as aten's op, the operands
+    broadcast (F.margin_ranking_loss wants one rank)."""
+    reduction = _reduction("margin_ranking_loss", reduction)
+    return margin_ranking_terms(input1, input2, target, margin, reduction, same_ndim=False)
 
 
 @export
