@@ -111,3 +111,35 @@ def test_top_level_margin_ranking_loss_broadcasts_as_aten():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
     with pytest.raises(ember.EmberError, match="same number of dimensions"):
         ember.nn.functional.margin_ranking_loss(ember.tensor(a), ember.tensor(b), ember.tensor(y))
+
+
+NUMPY_SPELLINGS = [
+    "sort", "argsort", "softmax", "log_softmax", "median", "nanmedian", "nansum", "nanmean",
+    "cummax", "cummin", "unsqueeze", "unbind", "diff", "var_mean", "std_mean", "mode",
+    "logcumsumexp", "count_nonzero", "aminmax", "trapezoid", "sum", "mean", "amax",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NUMPY_SPELLINGS)
+def test_numpy_spellings_of_dim_and_keepdim(name):
+    """PyTorch's argument parser takes NumPy's ``axis`` for ``dim`` and ``keepdims`` for
+    ``keepdim`` (numpy_compatibility_arg_names), in functions and methods alike."""
+    import torch
+
+    x = np.random.default_rng(0).standard_normal((3, 4))
+
+    def flat(result):
+        items = result if isinstance(result, (tuple, list)) else [result]
+        return [np.asarray(r.detach().numpy() if hasattr(r, "detach") else r) for r in items]
+
+    for kwargs in ({"axis": 1}, {"axis": 1, "keepdims": True}):
+        try:
+            want = getattr(torch, name)(torch.tensor(x), **kwargs)
+        except (TypeError, RuntimeError):  # (a function PyTorch gives no keepdim)
+            continue
+        gots = [getattr(ember, name)(ember.tensor(x), **kwargs)]
+        if hasattr(torch.Tensor, name):  # (the method, where PyTorch has one)
+            gots.append(getattr(ember.tensor(x), name)(**kwargs))
+        for got in gots:
+            for a, b in zip(flat(got), flat(want), strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=f"{name} {kwargs}")

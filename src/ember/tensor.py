@@ -489,10 +489,12 @@ class Tensor(_reg.TensorBase):
         """The underlying array, shared (not copied); it carries no autograd history. Writes
         through it bypass the version counter, so a parameter's packed weights are no longer
         trusted once it has been handed out (kernels/cprepack.py). A tensor that requires grad
-        is refused, as PyTorch refuses it (the array would escape its history): detach it
-        first, or pass ``force=True`` (the detached tensor's array, as PyTorch's on the CPU)."""
+        is refused while gradients are recorded, as PyTorch refuses it (the array would escape
+        its history): detach it first, or pass ``force=True`` (the detached tensor's array, as
+        PyTorch's on the CPU); under ``no_grad`` (an autograd Function's forward included) it is
+        given, as PyTorch gives it."""
         self._refuse_meta("Tensor.numpy()")
-        if self._requires_grad and not force:
+        if self._requires_grad and not force and _reg._state.grad_enabled:
             raise AutogradError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead.",

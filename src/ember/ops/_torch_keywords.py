@@ -38,19 +38,25 @@ SECOND_OPERAND = {
 
 def _aliases(fn, name: str | None = None) -> dict:
     """{PyTorch's keyword: ``fn``'s parameter} for ``fn``'s operands: the first operand
-    (``input``) and the one after it (``other``, or `SECOND_OPERAND`'s name for ``name``). A
-    first parameter ``condition`` (``where``) is PyTorch's own name; the two after it are
-    ``input`` and ``other``."""
+    (``input``) and the one after it (``other``, or `SECOND_OPERAND`'s name for ``name``), and
+    ``axis``/``keepdims`` for a ``dim``/``keepdim`` parameter. A first parameter ``condition``
+    (``where``) is PyTorch's own name; the two after it are ``input`` and ``other``."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return {}
     names = {p.name for p in params}
+    # PyTorch's NumPy spellings of ``dim`` and ``keepdim`` (its argument parser's
+    # numpy_compatibility_arg_names): ``torch.sort(x, axis=0)``, ``x.sum(1, keepdims=True)``
+    aliases = {
+        numpy_name: own
+        for numpy_name, own in (("axis", "dim"), ("keepdims", "keepdim"))
+        if own in names and numpy_name not in names
+    }
     start = 1 if params and params[0].name == "condition" else 0
     first = params[start] if len(params) > start else None
     if first is None or first.kind not in _POSITIONAL or first.name not in _FIRST:
-        return {}
-    aliases = {}
+        return aliases
     if "input" not in names:
         aliases["input"] = first.name
     second = params[start + 1] if len(params) > start + 1 else None
