@@ -436,3 +436,29 @@ def test_mark_dirty_bumps_the_version_once_more_as_pytorch():
         return out
 
     assert versions(ember) == versions(torch)
+
+
+def test_forward_may_read_its_inputs_as_numpy_arrays():
+    """PyTorch runs a Function's forward without recording, where ``numpy()`` of a tensor
+    that requires grad is given (autograd_function_db's NumpyCube); outside no_grad it is
+    refused."""
+
+    class NumpyCube(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return ember.tensor(x.numpy() ** 3)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x * x
+
+    x = ember.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    y = NumpyCube.apply(x)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.array([1.0, 4.0, 0.25]))
+    with ember.no_grad():
+        assert x.numpy() is not None
+    with pytest.raises(ember.EmberError, match="requires grad"):
+        x.numpy()
