@@ -109,14 +109,14 @@ def feature_alpha_dropout(
     op = "feature_alpha_dropout"
     x = float_input(op, input, complex_ok=True)
     p = _check_p(op, p)
+    if not training or p == 0.0:  # (the identity, whatever the rank, as PyTorch's)
+        return x
     if x.ndim < 2:
         raise ShapeError(
             f"feature dropout requires at least 2 dimensions in the input, got shape "
             f"{fmt_shape(x.shape)}",
             op=op,
         )
-    if not training or p == 0.0:
-        return x
     mask_shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
     return _alpha_dropout(op, x, p, mask_shape, inplace, generator)
 
