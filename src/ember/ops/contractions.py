@@ -60,6 +60,12 @@ def tensordot(a, b, dims=2):
         raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op="tensordot")
     da, db = _contracted(a, b, dims)
     for i, j in zip(da, db):
+        # a contracted dimension of size 1 broadcasts against the other's, as PyTorch's: the
+        # one element times the other's sum along it
+        if a.shape[i] == 1 and b.shape[j] != 1:
+            b = E.sum(b, j, True)
+        elif b.shape[j] == 1 and a.shape[i] != 1:
+            a = E.sum(a, i, True)
         if a.shape[i] != b.shape[j]:
             raise ShapeError(
                 f"contracted dimension {i} of shape {fmt_shape(a.shape)} and {j} of shape "

@@ -308,13 +308,15 @@ def tensorsolve(A, B, dims=None):
     if dims is not None:
         dims = [normalize_axis("linalg.tensorsolve", d, A.ndim) for d in dims]
         A = E.movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
-    if tuple(A.shape[: B.ndim]) != tuple(B.shape):
-        raise ShapeError(
-            f"A {fmt_shape(A.shape)} must start with B's shape {fmt_shape(B.shape)}",
-            op="linalg.tensorsolve",
-        )
+    # (as NumPy's and PyTorch's: A's leading B.ndim dimensions hold B's elements in any shape)
     x_shape = tuple(A.shape[B.ndim :])
     rows = math.prod(B.shape)
+    if math.prod(A.shape[: B.ndim]) != rows:
+        raise ShapeError(
+            f"A {fmt_shape(A.shape)} must hold B's {rows} elements {fmt_shape(B.shape)} in its "
+            f"first {B.ndim} dimensions",
+            op="linalg.tensorsolve",
+        )
     if rows != math.prod(x_shape):
         raise ShapeError(
             f"A {fmt_shape(A.shape)} is not square when read as B's {rows} elements by the "
