@@ -58,9 +58,10 @@ def _grad_infer(x, target, *rest, ignore_index, reduction):
 
 def _rows(x):
     """x as (positions, C) rows (a view where x is contiguous) and its class axis."""
+    # (the positions counted: -1 is ambiguous where there are no classes)
     if x.ndim <= 2:  # (np.moveaxis's checks cost more than a small batch's pick)
-        return x.reshape(-1, x.shape[-1]), x.ndim - 1
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1]), 1
+        return x.reshape(x.size // max(x.shape[-1], 1), x.shape[-1]), x.ndim - 1
+    return np.moveaxis(x, 1, -1).reshape(x.size // max(x.shape[1], 1), x.shape[1]), 1
 
 
 def _picks(rows, target, weight, ignore_index):

@@ -493,7 +493,7 @@ def _pinv_tensor_tolerances(A, atol, rtol, hermitian):
     batch = np.broadcast_shapes(tuple(A.shape[:-2]), *(v.shape for v in values if v is not None))
     A = E.broadcast_to(A, batch + tuple(A.shape[-2:]))
     atols, rtols = (None if v is None else np.broadcast_to(v, batch).ravel() for v in values)
-    flat = E.reshape(A, (-1,) + tuple(A.shape[-2:]))
+    flat = E.reshape(A, (int(np.prod(batch)),) + tuple(A.shape[-2:]))  # (-1: empty matrices)
     out = []
     for i in range(flat.shape[0]):
         a_i = None if atols is None else float(atols[i])
