@@ -32,8 +32,8 @@ def _class_targets(op: str, x, target):
     t = to_tensor(target)
     if t.dtype.is_floating_point or t.dtype.name == "bool":
         raise EmberError(f"target must hold integer class indices, got {t.dtype}", op=op)
-    if x.ndim == 0 and t.ndim == 0:  # (one score: PyTorch's one class, a 0-d loss)
-        x, t = E.reshape(x, (1,)), E.reshape(t, (1,))
+    if x.ndim == 1 and tuple(t.shape) == (1,):  # (PyTorch's: a (C,) input's one target, kept 1-d)
+        return t
     if x.ndim not in (1, 2) or t.ndim != x.ndim - 1 or tuple(t.shape) != tuple(x.shape[:-1]):
         raise ShapeError(
             f"expected an (N, C) input with (N,) targets or a (C,) input with a 0-d target, got "
@@ -125,7 +125,7 @@ def multi_margin_loss(
     is_target = E.arange(classes) == t2
     loss = E.sum(E.where(is_target, 0.0, terms), 1) / classes
     if x.ndim == 1:
-        loss = E.reshape(loss, ())
+        loss = E.reshape(loss, tuple(t.shape))
     return reduce_loss(loss, reduction)
 
 

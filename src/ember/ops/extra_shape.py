@@ -445,6 +445,8 @@ def _sum_to_size(self, *size):
     """Sum broadcast dims away so the result has ``size`` (self must broadcast from it)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    if not size:  # (PyTorch's sum_to: the whole sum, its dtype too, even of a 0-d tensor)
+        return E.sum(self)
     return E.sum_to(self, tuple(size))
 
 

@@ -262,8 +262,8 @@ def vander(x, *, N: int | None = None):  # noqa: N803  (PyTorch's name)
     columns ``x ** 0, x ** 1, ..., x ** (N - 1)`` (N > 1, default n), built as PyTorch builds
     them, a cumulative product (so the gradient at x = 0 is finite)."""
     x = to_tensor(x)
-    if x.ndim < 1:
-        raise ShapeError("expected a tensor of at least 1 dimension, got a 0-d one", op="vander")
+    if x.ndim < 1:  # (PyTorch's: a 0-d x is one value, (1,))
+        x = E.reshape(x, (1,))
     if x.dtype in (dt.bool_, dt.float16, dt.bfloat16):
         raise DTypeError(
             f"supports float32, float64 and integer tensors, got {x.dtype} (as PyTorch)",

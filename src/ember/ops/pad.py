@@ -300,7 +300,16 @@ def pad(x, pad, mode="constant", value=0.0):
                 op="pad",
             )
         start = max(-lo, 0)
-        x = E.narrow(x, d, start, x.shape[d] - start - max(-hi, 0))
+        kept = x.shape[d] - start - max(-hi, 0)
+        if mode == "replicate" and kept <= 0 < size:
+            # (nothing left to replicate once cropped: PyTorch's output position j copies
+            # input position clamp(j - lo), every one the edge the crop went past)
+            n = x.shape[d]
+            at = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+            x = E.index_select(x, d, E.tensor(at.astype(np.int64)))
+            pairs[d] = (0, 0)
+            continue
+        x = E.narrow(x, d, start, kept)
         pairs[d] = (max(lo, 0), max(hi, 0))
     if _items.is_item(value):
         # a traced .item() (ops/_item_scalars.py): padded with 0, then the item selected where
