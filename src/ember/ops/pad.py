@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import holds
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -321,4 +321,12 @@ def pad(x, pad, mode="constant", value=0.0):
         empty = E.zeros(tuple(x.shape), dtype=dt.bool_)
         mask = apply(_PAD, empty, pads=tuple(pairs), mode=mode, value=1.0)
         return E.where(mask, fill, padded)
-    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))
+    if isinstance(value, complex) and not value.imag:
+        value = value.real
+    if isinstance(value, complex) and not x.dtype.is_complex:
+        raise DTypeError(
+            f"value {value} cannot be converted to {x.dtype} without overflow", op="pad"
+        )
+    # (a complex fill for a complex tensor stays complex, as PyTorch's)
+    value = complex(value) if isinstance(value, complex) else float(value)
+    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=value)
