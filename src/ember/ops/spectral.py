@@ -499,8 +499,8 @@ def _pinv_tensor_tolerances(A, atol, rtol, hermitian):
         a_i = None if atols is None else float(atols[i])
         r_i = None if rtols is None else float(rtols[i])
         out.append(pinv(flat[i], atol=a_i, rtol=r_i, hermitian=hermitian))
-    if not out:
-        return E.zeros(batch + (A.shape[-1], A.shape[-2]), dtype=A.dtype)
+    if not out:  # (no matrices: A's transpose has the result's shape, and its history)
+        return E.clone(E.transpose(A, -2, -1))
     return E.reshape(E.stack(out), batch + (A.shape[-1], A.shape[-2]))
 
 
