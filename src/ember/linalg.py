@@ -177,8 +177,8 @@ def _ex(name: str, A, B, factor: str, run, check_errors: bool):
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):
     """``torch.linalg.cholesky_ex``: ``(L, info)``; see the comment above for ``info``."""
     L, info = _ex("cholesky_ex", A, None, "potrf", lambda: cholesky(A), check_errors)
-    if upper:
-        L = L.mT
+    if upper:  # (U = L^H: conjugated too, for complex matrices)
+        L = L.mH
     return return_types.linalg_cholesky_ex(L, info)
 
 

@@ -250,3 +250,14 @@ def test_complex_truth_values_and_fills():
     _compare(lambda T, z: T.constant_pad_nd(z, (1, 0), 2j), z)
     with pytest.raises(ember.EmberError, match="pad"):
         ember.constant_pad_nd(ember.ones(2), (1, 1), 3 + 4j)
+
+
+def test_complex_cases():
+    a = f64(4, 4) + 1j * f64(4, 4)
+    spd = a @ a.conj().T + 4 * np.eye(4)
+    _compare(lambda T, m: tuple(T.linalg.cholesky_ex(m, upper=True)), spd)
+    z = f64(2, 3, 3) + 1j * f64(2, 3, 3)
+    _compare(lambda T, i, a, b: T.baddbmm(i, a, b, beta=0.2, alpha=0.6), z, z, z)
+    _compare(lambda T, z: T.nn.functional.normalize(z, p=0.0, dim=-1), z)
+    with pytest.warns(UserWarning):
+        _compare(lambda T, z: T.softmax(z, 0, dtype=T.float64), f64(3) + 1j * f64(3), grad=False)

@@ -520,5 +520,5 @@ def _p_norm(x, p: float, dim: int):
     if p == 1.0:
         return E.sum(a, dim, keepdim=True)
     if p == 0.0:
-        return E.sum(E.cast(a != 0, x.dtype), dim, keepdim=True)
+        return E.sum(E.cast(a != 0, a.dtype), dim, keepdim=True)  # (real, as |x| is)
     return E.pow(E.sum(E.pow(a, p), dim, keepdim=True), 1.0 / p)

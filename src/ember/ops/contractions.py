@@ -19,7 +19,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import export
-from ._util import broadcast_shapes, fmt_shape, normalize_axis
+from ._util import broadcast_shapes, check_scalars, fmt_shape, normalize_axis
 from .elementwise import to_tensor
 from .linalg import matmul
 
@@ -108,11 +108,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     truncates float ones)."""
     input, batch1, batch2 = to_tensor(input), to_tensor(batch1), to_tensor(batch2)
     dtype = _same_dtype("baddbmm", input, batch1, batch2)
-    if not dtype.is_floating_point and (isinstance(beta, float) or isinstance(alpha, float)):
-        raise DTypeError(
-            f"beta={beta!r} and alpha={alpha!r} must be integers for {dtype} tensors",
-            op="baddbmm",
-        )
+    check_scalars("baddbmm", dtype, beta, alpha)  # (float ones for complex tensors too)
     if dtype in (dt.float16, dt.bfloat16):  # as PyTorch: computed in float32, rounded once
         wide = [E.cast(t, dt.float32) for t in (input, batch1, batch2)]
         return E.cast(baddbmm(*wide, beta=beta, alpha=alpha), dtype)
