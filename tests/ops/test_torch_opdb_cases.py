@@ -261,3 +261,13 @@ def test_complex_cases():
     _compare(lambda T, z: T.nn.functional.normalize(z, p=0.0, dim=-1), z)
     with pytest.warns(UserWarning):
         _compare(lambda T, z: T.softmax(z, 0, dtype=T.float64), f64(3) + 1j * f64(3), grad=False)
+
+
+def test_istft_with_a_complex_window_divides_by_its_complex_square():
+    z = f64(10, 6) + 1j * f64(10, 6)
+    w = np.abs(f64(10)) + 0.5 + 1j * f64(10)
+
+    def fn(T, z, w):
+        return T.istft(z, n_fft=10, window=w, center=True, return_complex=True)
+
+    _compare(fn, z, w)
