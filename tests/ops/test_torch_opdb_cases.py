@@ -271,3 +271,10 @@ def test_istft_with_a_complex_window_divides_by_its_complex_square():
         return T.istft(z, n_fft=10, window=w, center=True, return_complex=True)
 
     _compare(fn, z, w)
+
+
+@pytest.mark.parametrize("name", ["dropout", "alpha_dropout", "feature_alpha_dropout"])
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+def test_dropouts_outside_training_return_any_dtype(name, dtype):
+    x = np.arange(6).reshape(2, 3).astype(dtype)
+    _compare(lambda T, x: getattr(T.nn.functional, name)(x, 0.5, training=False), x)
