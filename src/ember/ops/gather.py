@@ -329,7 +329,8 @@ def gather(x, dim: int, index, *, sparse_grad: bool = False):
         require_int("gather", "index", index)
         return E.reshape(E.reshape(x, (-1,))[:0], tuple(index.shape))
     x1, index1 = _as_vectors(x, index)
-    return E.reshape(apply(_GATHER, x1, index1, axis=axis), tuple(index.shape))
+    out = apply(_GATHER, x1, index1, axis=axis)
+    return out if index1 is index else E.reshape(out, ())
 
 
 def _src_arg(x, index, src, op="scatter"):
@@ -358,7 +359,8 @@ def _scattered(op, x, index, src, axis):
         require_int(op.name, "index", index)
         return E.clone(x)
     x1, index1, src1 = _as_vectors(x, index, src)
-    return E.reshape(apply(op, x1, index1, src1, axis=axis), tuple(x.shape))
+    out = apply(op, x1, index1, src1, axis=axis)
+    return out if x1 is x else E.reshape(out, ())
 
 
 @export(method=True, inplace=True)
