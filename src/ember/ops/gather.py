@@ -502,7 +502,8 @@ def index_add(x, dim: int, index, source, *, alpha=1):
     source = to_tensor(source, x.dtype)
     if index.ndim > 1:
         raise ShapeError(f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_add")
-    index = E.reshape(index, (-1,))
+    if index.ndim == 0:
+        index = E.reshape(index, (1,))
     if x.ndim == 0:  # (a 0-d x and source: vectors of one element, as PyTorch's)
         return E.reshape(index_add(E.reshape(x, (1,)), 0, index, source, alpha=alpha), ())
     if source.ndim == 0 and x.ndim == 1 and index.shape[0] == 1:
