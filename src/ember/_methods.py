@@ -206,6 +206,8 @@ def install(cls: type = Tensor) -> None:
         setattr(cls, f"__r{dunder}__", _shift(op, reflected=True))
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
     cls.__rsub__ = _rsub
+    # Python 2's names of true division, which PyTorch's Tensor still has
+    cls.__div__, cls.__rdiv__, cls.__idiv__ = cls.__truediv__, cls.__rtruediv__, cls.__itruediv__
     cls.__invert__ = _logical("logical_not")
     cls.__neg__ = _forward("neg")
     cls.__pos__ = _forward("positive")

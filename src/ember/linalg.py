@@ -15,6 +15,8 @@ LU functions (``lu_factor``, ``lu_factor_ex``, ``lu``, ``lu_solve``) are in ops/
 Not all are also ``ember.<name>``: ``ember.norm`` is ``torch.norm``, whose defaults differ, and
 ``ember.svd`` / ``ember.qr`` are PyTorch's older functions (``ember.svd`` returns V, not Vh)."""
 
+import math
+
 import numpy as np
 
 from . import return_types
@@ -126,10 +128,12 @@ def _wide(a):
     potrf, getrf and getrs for that type."""
     import scipy.linalg.lapack as lapack
 
+    # (the batch's count spelled out: -1 is ambiguous for empty matrices)
+    shape = (math.prod(a.shape[:-2]),) + a.shape[-2:]
     if a.dtype.kind == "c":
-        flat = a.reshape((-1,) + a.shape[-2:]).astype(np.complex128)
+        flat = a.reshape(shape).astype(np.complex128)
         return flat, (lapack.zpotrf, lapack.zgetrf, lapack.zgetrs)
-    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.float64)
+    flat = a.reshape(shape).astype(np.float64)
     return flat, (lapack.dpotrf, lapack.dgetrf, lapack.dgetrs)
 
 
@@ -173,8 +177,8 @@ def _ex(name: str, A, B, factor: str, run, check_errors: bool):
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):
     """``torch.linalg.cholesky_ex``: ``(L, info)``; see the comment above for ``info``."""
     L, info = _ex("cholesky_ex", A, None, "potrf", lambda: cholesky(A), check_errors)
-    if upper:
-        L = L.mT
+    if upper:  # (U = L^H: conjugated too, for complex matrices)
+        L = L.mH
     return return_types.linalg_cholesky_ex(L, info)
 
 

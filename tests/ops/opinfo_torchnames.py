@@ -141,7 +141,7 @@ OPS = [
     ),
     OpInfo("gcd", _integer_pairs, grad=False),
     OpInfo("lcm", _integer_pairs, grad=False),
-    OpInfo("nextafter", _nextafter_samples, grad=False),
+    OpInfo("nextafter", _nextafter_samples),
     OpInfo("frexp", _frexp_samples),
 ]
 

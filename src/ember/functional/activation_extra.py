@@ -17,6 +17,7 @@ from ..ops import api as E
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
 from ..ops.piecewise import LEAKY_RELU
 from ..ops.random import bernoulli_scalar
 from ..ops.rrelu_noise import rrelu_slopes
@@ -106,10 +107,10 @@ def alpha_dropout(
 ):
     """Dropout for SELU networks: keeps the input's mean and variance (see `_alpha_dropout`);
     the identity outside training or for ``p = 0``."""
-    x = float_input("alpha_dropout", input, complex_ok=True)
     p = _check_p("alpha_dropout", p)
-    if not training or p == 0.0:
-        return x
+    if not training or p == 0.0:  # (the input itself, of any dtype, as PyTorch's)
+        return to_tensor(input)
+    x = float_input("alpha_dropout", input, complex_ok=True)
     return _alpha_dropout("alpha_dropout", x, p, tuple(x.shape), inplace, generator)
 
 
@@ -120,16 +121,16 @@ def feature_alpha_dropout(
     """Alpha dropout of whole channels: one mask entry per (sample, channel) of an input of at
     least 2 dimensions (N, C, ...), broadcast over the rest."""
     op = "feature_alpha_dropout"
-    x = float_input(op, input, complex_ok=True)
     p = _check_p(op, p)
+    if not training or p == 0.0:  # (the input itself, of any rank and dtype, as PyTorch's)
+        return to_tensor(input)
+    x = float_input(op, input, complex_ok=True)
     if x.ndim < 2:
         raise ShapeError(
             f"feature dropout requires at least 2 dimensions in the input, got shape "
             f"{fmt_shape(x.shape)}",
             op=op,
         )
-    if not training or p == 0.0:
-        return x
     mask_shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
     return _alpha_dropout(op, x, p, mask_shape, inplace, generator)
 
@@ -139,7 +140,6 @@ def channel_shuffle(input, groups: int):
     """Rearrange the C channels of an (N, C, *) input as (groups, C / groups) transposed:
     channel ``g * (C / groups) + i`` moves to ``i * groups + g`` (ShuffleNet)."""
     op = "channel_shuffle"
-    from ..ops.elementwise import to_tensor
 
     x = to_tensor(input)
     groups = int(groups)

@@ -23,6 +23,7 @@ from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
+from ..ops.elementwise import to_tensor
 from ..ops.random import bernoulli_scalar
 from ._common import float_input, refuse_complex_draw
 
@@ -73,10 +74,10 @@ def _masked(op: str, x, p: float, mask_shape: tuple, inplace: bool, generator):
 @export(functional=True)
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
-    x = float_input("dropout", input, complex_ok=True)
     p = _check_p("dropout", p)
-    if not training or p == 0.0:
-        return x
+    if not training or p == 0.0:  # (the input itself, of any dtype, as PyTorch's)
+        return to_tensor(input)
+    x = float_input("dropout", input, complex_ok=True)
     return _masked("dropout", x, p, tuple(x.shape), inplace, generator)
 
 

@@ -32,6 +32,8 @@ def _class_targets(op: str, x, target):
     t = to_tensor(target)
     if t.dtype.is_floating_point or t.dtype.name == "bool":
         raise EmberError(f"target must hold integer class indices, got {t.dtype}", op=op)
+    if x.ndim == 1 and tuple(t.shape) == (1,):  # (PyTorch's: a (C,) input's one target, kept 1-d)
+        return t
     if x.ndim not in (1, 2) or t.ndim != x.ndim - 1 or tuple(t.shape) != tuple(x.shape[:-1]):
         raise ShapeError(
             f"expected an (N, C) input with (N,) targets or a (C,) input with a 0-d target, got "
@@ -100,6 +102,8 @@ def multi_margin_loss(
     if p not in (1, 2):
         raise ArgumentError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
     x = float_input(op, input)
+    if x.ndim == 0:  # (one score: PyTorch's one class, a 0-d loss)
+        x = E.reshape(x, (1,))
     t = _class_targets(op, x, target)
     x2 = x if x.ndim == 2 else E.reshape(x, (1, x.shape[0]))
     t2 = E.reshape(t, (x2.shape[0], 1))
@@ -121,7 +125,7 @@ def multi_margin_loss(
     is_target = E.arange(classes) == t2
     loss = E.sum(E.where(is_target, 0.0, terms), 1) / classes
     if x.ndim == 1:
-        loss = E.reshape(loss, ())
+        loss = E.reshape(loss, tuple(t.shape))
     return reduce_loss(loss, reduction)
 
 
@@ -136,6 +140,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     t = to_tensor(target)
     if t.dtype.is_floating_point or t.dtype.name == "bool":
         raise EmberError(f"target must hold integer class indices, got {t.dtype}", op=op)
+    if x.ndim == 0 and t.ndim == 0:  # (one score: PyTorch's one class, a 0-d loss)
+        x, t = E.reshape(x, (1,)), E.reshape(t, (1,))
     if x.ndim not in (1, 2) or tuple(t.shape) != tuple(x.shape):
         raise ShapeError(
             f"expected (N, C) or (C,) input and target of the same shape, got input "

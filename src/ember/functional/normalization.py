@@ -265,6 +265,8 @@ def batch_norm(
         operands = (input, running_mean, running_var, weight, bias)
         return apply(BATCH_NORM_EVAL, *operands, eps=float(eps))
     x = float_input("batch_norm", input)
+    if x.ndim == 1 and x.shape[0] == 0:  # (PyTorch returns an empty input before its checks)
+        return E.clone(x)
     c = _channels("batch_norm", x)
     running_mean = _running("batch_norm", running_mean, x, c, "running_mean")
     running_var = _running("batch_norm", running_var, x, c, "running_var")
@@ -524,5 +526,5 @@ def _p_norm(x, p: float, dim: int):
     if p == 1.0:
         return E.sum(a, dim, keepdim=True)
     if p == 0.0:
-        return E.sum(E.cast(a != 0, x.dtype), dim, keepdim=True)
+        return E.sum(E.cast(a != 0, a.dtype), dim, keepdim=True)  # (real, as |x| is)
     return E.pow(E.sum(E.pow(a, p), dim, keepdim=True), 1.0 / p)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from ..ops import api as E
 from ..ops._registry import apply, export
+from ..ops.cast import requested_cast
 from ..ops.softmax import LOG_SOFTMAX, SOFTMAX
 from ._common import dim_arg, float_input
 
@@ -25,8 +25,8 @@ def _implicit_dim(op: str, ndim: int) -> int:
 
 
 def _prepare(op: str, x, dim, dtype):
-    if dtype is not None:
-        x = E.cast(x, dtype)
+    if dtype is not None:  # (asked for: complex to real keeps the real part, warned, as PyTorch)
+        x = requested_cast(x, dtype)
     x = float_input(op, x)
     if dim is None:
         dim = _implicit_dim(op, x.ndim)

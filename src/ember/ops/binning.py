@@ -121,9 +121,12 @@ def _searchsorted_kernel(seq, values, *, right, int32):
         return _binary_search(seq, values, right).astype(out_dtype)
     if seq.ndim <= 1:
         return np.searchsorted(seq, values, side=side).astype(out_dtype)
-    rows = seq.reshape(-1, seq.shape[-1])
-    vals = values.reshape(-1, values.shape[-1])
-    out = np.stack([np.searchsorted(r, v, side=side) for r, v in zip(rows, vals)])
+    count = int(np.prod(seq.shape[:-1]))  # (not -1: ambiguous for empty rows)
+    rows = seq.reshape(count, seq.shape[-1])
+    vals = values.reshape(count, values.shape[-1])
+    out = np.zeros(vals.shape, np.int64)
+    for i, (r, v) in enumerate(zip(rows, vals)):
+        out[i] = np.searchsorted(r, v, side=side)
     return out.reshape(values.shape).astype(out_dtype)
 
 

@@ -184,6 +184,20 @@ def moved(x, target, op: str):
 
 
 export(_to, name="to", method=True, toplevel=False)
+
+
+def _conversion(dtype):
+    """The method ``x.float()`` (``double``, ``long``, ...): ``x.to(dtype)``, taking PyTorch's
+    keyword ``memory_format`` as ``to`` does."""
+
+    def convert(self, memory_format=None):
+        if memory_format is None:
+            return _user_cast(self, dtype)
+        return _to(self, dtype, memory_format=memory_format)
+
+    return convert
+
+
 for _name, _dtype in [
     ("float", dt.float32),
     ("double", dt.float64),
@@ -196,12 +210,12 @@ for _name, _dtype in [
     ("char", dt.int8),
     ("bool", dt.bool_),
 ]:
-    export(lambda self, _d=_dtype: _user_cast(self, _d), name=_name, method=True, toplevel=False)
+    export(_conversion(_dtype), name=_name, method=True, toplevel=False)
 export(
     lambda self, other: _user_cast(self, other.dtype), name="type_as", method=True, toplevel=False
 )
-export(lambda self: _user_cast(self, dt.complex64), name="cfloat", method=True, toplevel=False)
-export(lambda self: _user_cast(self, dt.complex128), name="cdouble", method=True, toplevel=False)
+export(_conversion(dt.complex64), name="cfloat", method=True, toplevel=False)
+export(_conversion(dt.complex128), name="cdouble", method=True, toplevel=False)
 
 
 requested_cast = _user_cast  # (for the reductions' dtype= argument, ops/reduce.py, cumulative.py)

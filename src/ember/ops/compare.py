@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError
 from ..types import TensorType
+from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -120,7 +121,10 @@ def _logical(name, kernel, arity, onnx):
     def fn(*operands):
         if len(operands) != arity:
             raise ArgumentTypeError(f"{name} takes {arity} operands, got {len(operands)}")
-        return apply(op, *(to_tensor(x) for x in operands))
+        # (a complex operand's truth, PyTorch's: either part non-zero; the op's kernels and
+        # its C and ONNX forms take real values)
+        operands = [to_tensor(x) for x in operands]
+        return apply(op, *(E.ne(x, 0) if x.dtype.is_complex else x for x in operands))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = op.doc

@@ -20,7 +20,7 @@ from . import cdist_direct
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import apply, export
-from ._util import broadcast_shapes, fmt_shape, normalize_axis
+from ._util import broadcast_shapes, check_scalars, fmt_shape, normalize_axis
 from .cdist_direct import away_from_zero as _away_from_zero
 from .elementwise import to_tensor
 from .linalg import matmul
@@ -62,6 +62,12 @@ def tensordot(a, b, dims=2):
         raise KernelDTypeError("not defined for bool tensors (as in PyTorch)", op="tensordot")
     da, db = _contracted(a, b, dims)
     for i, j in zip(da, db):
+        # a contracted dimension of size 1 broadcasts against the other's, as PyTorch's: the
+        # one element times the other's sum along it
+        if a.shape[i] == 1 and b.shape[j] != 1:
+            b = E.sum(b, j, True)
+        elif b.shape[j] == 1 and a.shape[i] != 1:
+            a = E.sum(a, i, True)
         if a.shape[i] != b.shape[j]:
             raise ShapeError(
                 f"contracted dimension {i} of shape {fmt_shape(a.shape)} and {j} of shape "
@@ -104,11 +110,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     truncates float ones)."""
     input, batch1, batch2 = to_tensor(input), to_tensor(batch1), to_tensor(batch2)
     dtype = _same_dtype("baddbmm", input, batch1, batch2)
-    if not dtype.is_floating_point and (isinstance(beta, float) or isinstance(alpha, float)):
-        raise DTypeError(
-            f"beta={beta!r} and alpha={alpha!r} must be integers for {dtype} tensors",
-            op="baddbmm",
-        )
+    check_scalars("baddbmm", dtype, beta, alpha)  # (float ones for complex tensors too)
     if dtype in (dt.float16, dt.bfloat16):  # as PyTorch: computed in float32, rounded once
         wide = [E.cast(t, dt.float32) for t in (input, batch1, batch2)]
         return E.cast(baddbmm(*wide, beta=beta, alpha=alpha), dtype)

@@ -281,6 +281,8 @@ def _arange_values(start, end, step, d) -> np.ndarray:
     computed in double (in float for float16/bfloat16, PyTorch's accumulation type on the CPU)
     and rounded once to ``d``. NumPy's float arange adds a rounded step instead, which puts
     float32 results an ulp off (and float64 ones too, a step that is not a double's sum)."""
+    if d.is_integer:  # (PyTorch's: the ends and step cast to the integer dtype first)
+        start, end, step = (math.trunc(v) for v in (start, end, step))
     if step == 0:
         raise ArgumentError("step must be nonzero", op="arange")
     if (float(end) - float(start)) * float(step) < 0:  # (an empty range is fine: end == start)

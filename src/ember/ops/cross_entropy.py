@@ -96,7 +96,8 @@ def _rows(x, target):
     d = 0 if x.ndim == 1 else 1
     c = x.shape[d]
     dtype = np.float32 if x.dtype in _HALF else x.dtype
-    rows = np.moveaxis(x, d, -1).reshape(-1, c).astype(dtype, copy=False)
+    # (the positions counted: -1 is ambiguous where there are no classes)
+    rows = np.moveaxis(x, d, -1).reshape(x.size // max(c, 1), c).astype(dtype, copy=False)
     return rows, target.reshape(-1).astype(np.int64, copy=False)
 
 

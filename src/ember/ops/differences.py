@@ -224,6 +224,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
         raise ArgumentError(
             f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}"
         )
+    if spacing is None:  # (PyTorch's "unspecified": unit steps)
+        spacing = 1
     if isinstance(spacing, TensorBase):
         raise ArgumentTypeError(
             "gradient: spacing must be a number or a sequence of numbers or of 1-d tensors, "

@@ -353,7 +353,8 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):
     weighted = centred if w is None else centred * w
     # (complex variables: the conjugate of the second factor, sum_k w_k x_ik conj(x_jk))
     out = E.matmul(weighted, E.transpose(E.conj(centred), 0, 1)) / norm
-    return E.squeeze(out) if to_tensor(input).ndim < 2 else out
+    # (one variable's covariance is 0-d whatever input's rank, as PyTorch's squeeze gives it)
+    return E.squeeze(out) if out.shape == (1, 1) else out
 
 
 @export(method=True)

@@ -452,6 +452,8 @@ def _sum_to_size(self, *size):
     """Sum broadcast dims away so the result has ``size`` (self must broadcast from it)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    if not size:  # (PyTorch's sum_to: the whole sum, its dtype too, even of a 0-d tensor)
+        return E.sum(self)
     return E.sum_to(self, tuple(size))
 
 
@@ -482,14 +484,17 @@ def masked_scatter(input, mask, source):
             f"masked_scatter: source {src.dtype} must have input's dtype {x.dtype}",
             op="masked_scatter",
         )
-    m = E.broadcast_to(m, tuple(x.shape))
+    # (out of place, input and mask broadcast together, as PyTorch's; x.masked_scatter_ keeps
+    # x's shape, which the in-place protocol checks)
+    shape = broadcast_shapes("masked_scatter", tuple(x.shape), tuple(m.shape))
+    x, m = E.broadcast_to(x, shape), E.broadcast_to(m, shape)
     flat_mask = E.reshape(m, (-1,))
     pos = E.cumsum(E.cast(flat_mask, dt.int64), 0) - 1
     flat_src = E.reshape(src, (-1,))
     if flat_src.shape[0] == 0:
         return E.clone(x)
     pos = E.clamp(pos, 0, flat_src.shape[0] - 1)
-    picked = E.reshape(E.index_select(flat_src, 0, pos), tuple(x.shape))
+    picked = E.reshape(E.index_select(flat_src, 0, pos), shape)
     return E.where(m, picked, x)
 
 

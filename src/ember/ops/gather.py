@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentTypeError, DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError, UnsupportedError
 from ..types import TensorType
 from . import _batching
 from . import api as E
@@ -303,13 +303,34 @@ def _index_arg(index):
     return index if isinstance(index, TensorBase) else to_tensor(np.asarray(index, dtype=np.int64))
 
 
+def _empty(t) -> bool:
+    """Whether t has no elements, known while a graph is built (a symbolic size is not)."""
+    return any(isinstance(s, int) and s == 0 for s in t.shape)
+
+
+def _as_vectors(*ts):
+    """PyTorch's gathers and scatters see a 0-d tensor as one of shape (1,): 0-d operands
+    reshaped, when no operand has more than one dimension (else the ranks differ, refused by
+    the shape rule)."""
+    if all(t.ndim <= 1 for t in ts) and any(t.ndim == 0 for t in ts):
+        return tuple(E.reshape(t, (1,)) if t.ndim == 0 else t for t in ts)
+    return ts
+
+
 @export(method=True)
 def gather(x, dim: int, index, *, sparse_grad: bool = False):
     """``out[i][j][k] = x[index[i][j][k]][j][k]`` for dim 0 (and likewise for other dims).
 
     ``sparse_grad`` is accepted for PyTorch compatibility; gradients are always dense."""
     x = to_tensor(x)
-    return apply(_GATHER, x, _index_arg(index), axis=_dim("gather", x, dim))
+    index = _index_arg(index)
+    axis = _dim("gather", x, dim)
+    if _empty(index):  # (PyTorch checks no shapes for an empty index: nothing is read)
+        require_int("gather", "index", index)
+        return E.reshape(E.reshape(x, (-1,))[:0], tuple(index.shape))
+    x1, index1 = _as_vectors(x, index)
+    out = apply(_GATHER, x1, index1, axis=axis)
+    return out if index1 is index else E.reshape(out, ())
 
 
 def _src_arg(x, index, src, op="scatter"):
@@ -328,7 +349,18 @@ def scatter_add(x, dim: int, index, src):
     x = to_tensor(x)
     index = _index_arg(index)
     src = _src_arg(x, index, src, "scatter_add")
-    return apply(_SCATTER_ADD, x, index, src, axis=_dim("scatter_add", x, dim))
+    return _scattered(_SCATTER_ADD, x, index, src, _dim("scatter_add", x, dim))
+
+
+def _scattered(op, x, index, src, axis):
+    """``op`` (scatter or scatter_add) applied as PyTorch's: x itself (a copy) for an empty
+    index, 0-d operands as vectors of one element."""
+    if _empty(index):
+        require_int(op.name, "index", index)
+        return E.clone(x)
+    x1, index1, src1 = _as_vectors(x, index, src)
+    out = apply(op, x1, index1, src1, axis=axis)
+    return out if x1 is x else E.reshape(out, ())
 
 
 @export(method=True, inplace=True)
@@ -351,7 +383,7 @@ def scatter(x, dim: int, index, src=None, *, value=None, reduce=None):
             )
         src = _src_arg(x, index, src)
         return E.scatter_reduce(x, dim, index, src, modes[reduce], include_self=True)
-    return apply(_SCATTER, x, index, _src_arg(x, index, src), axis=_dim("scatter", x, dim))
+    return _scattered(_SCATTER, x, index, _src_arg(x, index, src), _dim("scatter", x, dim))
 
 
 # --------------------------------------------------------------------------------- composites
@@ -391,6 +423,10 @@ def take_along_dim(x, indices, dim: int | None = None):
             f"x of shape {fmt_shape(x.shape)} and indices of shape {fmt_shape(indices.shape)} "
             "must have the same number of dimensions",
             op="take_along_dim",
+        )
+    if x.ndim == 0:  # (PyTorch's: 0-d tensors take along no dimension)
+        raise AxisError(
+            f"dimension {dim} specified but the tensor has no dimensions", op="take_along_dim"
         )
     d = _dim("take_along_dim", x, dim)
     shape = []
@@ -464,8 +500,14 @@ def index_add(x, dim: int, index, source, *, alpha=1):
     require_int("index_add", "index", index)
     require_source_dtype("index_add", x, source)
     source = to_tensor(source, x.dtype)
-    if index.ndim != 1:
+    if index.ndim > 1:
         raise ShapeError(f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_add")
+    if index.ndim == 0:
+        index = E.reshape(index, (1,))
+    if x.ndim == 0:  # (a 0-d x and source: vectors of one element, as PyTorch's)
+        return E.reshape(index_add(E.reshape(x, (1,)), 0, index, source, alpha=alpha), ())
+    if source.ndim == 0 and x.ndim == 1 and index.shape[0] == 1:
+        source = E.reshape(source, (1,))
     d = _dim("index_add", x, dim)
     expected = tuple(x.shape[:d]) + (index.shape[0],) + tuple(x.shape[d + 1 :])
     if tuple(source.shape) != expected:

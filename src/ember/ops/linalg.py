@@ -149,7 +149,9 @@ def _matmul_vjp(c, g):
             ga = E.sum_to(matmul(g, E.transpose(b, -2, -1)), c.in_types[0].shape)
     if need_b and b.ndim == 2:
         if a.ndim > 2:  # summing over the batch is one GEMM of the folded operands
-            a, g = E.reshape(a, (-1, a.shape[-1])), E.reshape(g, (-1, g.shape[-1]))
+            # (the rows counted: -1 is ambiguous where a has no columns)
+            rows = numel(tuple(a.shape[:-1]))
+            a, g = E.reshape(a, (rows, a.shape[-1])), E.reshape(g, (rows, g.shape[-1]))
         if _column_major(b):
             gb = E.transpose(matmul(E.transpose(g, 0, 1), a), 0, 1)
         else:

@@ -262,8 +262,8 @@ def vander(x, *, N: int | None = None):  # noqa: N803  (PyTorch's name)
     columns ``x ** 0, x ** 1, ..., x ** (N - 1)`` (N > 1, default n), built as PyTorch builds
     them, a cumulative product (so the gradient at x = 0 is finite)."""
     x = to_tensor(x)
-    if x.ndim < 1:
-        raise ShapeError("expected a tensor of at least 1 dimension, got a 0-d one", op="vander")
+    if x.ndim < 1:  # (PyTorch's: a 0-d x is one value, (1,))
+        x = E.reshape(x, (1,))
     if x.dtype in (dt.bool_, dt.float16, dt.bfloat16):
         raise DTypeError(
             f"supports float32, float64 and integer tensors, got {x.dtype} (as PyTorch)",
@@ -308,13 +308,15 @@ def tensorsolve(A, B, dims=None):
     if dims is not None:
         dims = [normalize_axis("linalg.tensorsolve", d, A.ndim) for d in dims]
         A = E.movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
-    if tuple(A.shape[: B.ndim]) != tuple(B.shape):
-        raise ShapeError(
-            f"A {fmt_shape(A.shape)} must start with B's shape {fmt_shape(B.shape)}",
-            op="linalg.tensorsolve",
-        )
+    # (as NumPy's and PyTorch's: A's leading B.ndim dimensions hold B's elements in any shape)
     x_shape = tuple(A.shape[B.ndim :])
     rows = math.prod(B.shape)
+    if math.prod(A.shape[: B.ndim]) != rows:
+        raise ShapeError(
+            f"A {fmt_shape(A.shape)} must hold B's {rows} elements {fmt_shape(B.shape)} in its "
+            f"first {B.ndim} dimensions",
+            op="linalg.tensorsolve",
+        )
     if rows != math.prod(x_shape):
         raise ShapeError(
             f"A {fmt_shape(A.shape)} is not square when read as B's {rows} elements by the "

@@ -58,7 +58,8 @@ def _grad_infer(x, target, *rest, ignore_index, reduction):
 
 def _rows(x):
     """A 1-D or 2-D x as (positions, C) rows (a view where x is contiguous)."""
-    return x.reshape(-1, x.shape[-1])
+    # (the positions counted: -1 is ambiguous where there are no classes)
+    return x.reshape(x.size // max(x.shape[-1], 1), x.shape[-1])
 
 
 def _picks(c, dtype, target, weight, ignore_index):

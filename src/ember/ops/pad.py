@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import holds
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -318,7 +318,16 @@ def pad(x, pad, mode="constant", value=0.0):
                 op="pad",
             )
         start = max(-lo, 0)
-        x = E.narrow(x, d, start, x.shape[d] - start - max(-hi, 0))
+        kept = x.shape[d] - start - max(-hi, 0)
+        if mode == "replicate" and kept <= 0 < size:
+            # (nothing left to replicate once cropped: PyTorch's output position j copies
+            # input position clamp(j - lo), every one the edge the crop went past)
+            n = x.shape[d]
+            at = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+            x = E.index_select(x, d, E.tensor(at.astype(np.int64)))
+            pairs[d] = (0, 0)
+            continue
+        x = E.narrow(x, d, start, kept)
         pairs[d] = (max(lo, 0), max(hi, 0))
     if _items.is_item(value):
         # a traced .item() (ops/_item_scalars.py): padded with 0, then the item selected where
@@ -330,4 +339,12 @@ def pad(x, pad, mode="constant", value=0.0):
         empty = E.zeros(tuple(x.shape), dtype=dt.bool_)
         mask = apply(_PAD, empty, pads=tuple(pairs), mode=mode, value=1.0)
         return E.where(mask, fill, padded)
-    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=float(value))
+    if isinstance(value, complex) and not value.imag:
+        value = value.real
+    if isinstance(value, complex) and not x.dtype.is_complex:
+        raise DTypeError(
+            f"value {value} cannot be converted to {x.dtype} without overflow", op="pad"
+        )
+    # (a complex fill for a complex tensor stays complex, as PyTorch's)
+    value = complex(value) if isinstance(value, complex) else float(value)
+    return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=value)

@@ -484,6 +484,8 @@ def _bool_reduce(name, fn):
 
     def public(x, dim=None, keepdim=False, *, axis=None, keepdims=None):
         x = to_tensor(x)
+        if x.dtype.is_complex:  # (PyTorch's truth of a complex number: either part non-zero)
+            x = E.ne(x, 0)
         axes, keep = _args(name, x, dim, axis, keepdim, keepdims, empty_is_all=False)
         return apply(op, x, axes=axes, keepdims=keep)
 

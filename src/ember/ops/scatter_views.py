@@ -7,6 +7,7 @@ split_with_sizes.
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..dtypes import result_type
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _item_scalars as _items
@@ -114,6 +115,10 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
         )
     check_scalars("addr", result_type(x, v1, v2), beta, alpha)
     product = E.outer(v1, v2)
+    if result_type(x, v1, v2) is dt.bool_ and not _items.any_item(beta, alpha):
+        # PyTorch's for bool tensors: (beta and input) or (alpha and vec1 vec2^T), still bool
+        product = product if alpha else E.zeros_like(product)
+        return E.logical_or(x, product) if beta else E.logical_or(E.zeros_like(x), product)
     if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
         return _items.add_scaled("addr", x, product, beta, alpha, result_type(x, v1, v2))
     if alpha != 1:

@@ -74,6 +74,8 @@ def masked_select(x, mask):
     x = to_tensor(x)
     mask = _bool_mask("masked_select", mask)
     shape = broadcast_shapes("masked_select", x.shape, mask.shape)
+    # (a 0-d pair selects from one element: a 0-d boolean index would keep the 0-d shape)
+    shape = shape or (1,)
     return getitem(E.broadcast_to(x, shape), E.broadcast_to(mask, shape))
 
 
@@ -115,6 +117,8 @@ def nonzero(x, *, as_tuple: bool = False):
     """Coordinates of the non-zero elements, one row each (``as_tuple``: one 1-D tensor per
     dimension, usable as an index). Complex tensors too (their non-zero elements)."""
     x = to_tensor(x)
+    if as_tuple and x.ndim == 0:  # (one index tensor, as PyTorch's: 0-d seen as one element)
+        return nonzero(E.reshape(x, (1,)), as_tuple=True)
     if x.dtype.is_complex:  # (the kernel reads truth values)
         x = E.ne(x, 0)
     count = size_from_values(

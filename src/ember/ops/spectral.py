@@ -17,12 +17,12 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ArgumentTypeError, AutogradError
+from ..errors import ArgumentError, ArgumentTypeError, AutogradError, TraceError
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._registry import apply, building_graph, export
+from ._registry import TensorBase, _state, apply, building_graph, export
 from ._rules import Complex
 from .decompositions import (
     INV,
@@ -480,8 +480,43 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
     Gradient PyTorch's ``pinv_backward``."""
     A = to_tensor(A)
     require_matrices("linalg.pinv", A)
+    if isinstance(atol, TensorBase) or isinstance(rtol, TensorBase):
+        return _pinv_tensor_tolerances(A, atol, rtol, bool(hermitian))
     atol, rtol = default_tolerances("linalg.pinv", A, atol, rtol)
     return apply(PINV, A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
+
+
+def _pinv_tensor_tolerances(A, atol, rtol, hermitian):
+    """pinv with tensor tolerances, PyTorch's per matrix (broadcast with A's batch): each
+    matrix's pinv with its tolerances' numbers, read from the tensors' data, so eagerly only."""
+    op = "linalg.pinv"
+    values = [tensor_values(op, t, name) for t, name in ((atol, "atol"), (rtol, "rtol"))]
+    batch = np.broadcast_shapes(tuple(A.shape[:-2]), *(v.shape for v in values if v is not None))
+    A = E.broadcast_to(A, batch + tuple(A.shape[-2:]))
+    atols, rtols = (None if v is None else np.broadcast_to(v, batch).ravel() for v in values)
+    flat = E.reshape(A, (int(np.prod(batch)),) + tuple(A.shape[-2:]))  # (-1: empty matrices)
+    out = []
+    for i in range(flat.shape[0]):
+        a_i = None if atols is None else float(atols[i])
+        r_i = None if rtols is None else float(rtols[i])
+        out.append(pinv(flat[i], atol=a_i, rtol=r_i, hermitian=hermitian))
+    if not out:  # (no matrices: A's transpose has the result's shape, and its history)
+        return E.clone(E.transpose(A, -2, -1))
+    return E.reshape(E.stack(out), batch + (A.shape[-1], A.shape[-2]))
+
+
+def tensor_values(op, t, name):
+    """The data of a tensor argument whose numbers ``op`` needs (None for None); refused while
+    a graph is built, where a tensor has no values."""
+    if t is None or not isinstance(t, TensorBase):
+        return None if t is None else np.asarray(t)
+    if _state.modes or not hasattr(t, "_data") or t.is_meta:
+        raise TraceError(
+            f"{name} is a tensor, whose numbers the op needs while the graph is built; pass a "
+            "Python number",
+            op=op,
+        )
+    return np.asarray(t.numpy(force=True))
 
 
 @export(method=True)

@@ -202,14 +202,10 @@ def istft(
     index = constant(np.broadcast_to(positions.reshape(1, -1), (z.shape[0], positions.size)))
     flat = E.reshape(frames, (z.shape[0], -1))
     y = E.scatter_add(E.zeros((z.shape[0], total), dtype=flat.dtype), 1, index, flat)
-    squares = (
-        E.ones((n_fft,), dtype=real)
-        if w is None
-        else (w * E.conj(w) if w.dtype.is_complex else w * w)
-    )
-    squares = E.real(squares)
+    # the window's square, as PyTorch's window.pow(2): complex for a complex window (not |w|^2)
+    squares = E.ones((n_fft,), dtype=real) if w is None else w * w
     envelope = E.scatter_add(
-        E.zeros((total,), dtype=real),
+        E.zeros((total,), dtype=squares.dtype),
         0,
         constant(positions.reshape(-1)),
         E.reshape(E.broadcast_to(squares, (n_frames, n_fft)), (-1,)),

@@ -1,7 +1,8 @@
 """Elementwise functions of PyTorch that ember lacked, with PyTorch's names and semantics:
 fmax and fmin (NaN-ignoring; composites of where, so they differentiate as PyTorch's: ties to
-the first operand), gcd and lcm (integer primitives), nextafter (a primitive: PyTorch has no
-gradient for it either), frexp (a primitive for the exponent, the mantissa ``x / 2**e`` in
+the first operand), gcd and lcm (integer primitives), nextafter (a primitive whose gradient is
+PyTorch's: the identity in the input where it differs from the direction, none in the
+direction), frexp (a primitive for the exponent, the mantissa ``x / 2**e`` in
 ember ops, whose gradient is PyTorch's ``g / 2**e``), and the in-place Tensor methods of
 existing functions: the comparisons ``eq_ ... ge_``, ``logical_*_``, ``cumsum_``,
 ``heaviside_``.
@@ -123,6 +124,13 @@ def _nextafter_infer(x, y):
     return TensorType(broadcast_shapes("nextafter", x.shape, y.shape), dtype)
 
 
+def _nextafter_vjp(c, g):
+    # PyTorch's derivative: the identity in x (one step is no change to first order) except
+    # where x == y (the result is y there), none in y
+    x, y = c.inputs
+    return E.sum_to(E.where(E.ne(x, y), g, 0.0), tuple(c.in_types[0].shape)), None
+
+
 _NEXTAFTER = register(
     OpDef(
         name="nextafter",
@@ -130,6 +138,7 @@ _NEXTAFTER = register(
         infer=_nextafter_infer,
         kernel=lambda x, y: np.asarray(_nextafter_kernel(x, y)).astype(x.dtype, copy=False),
         cost=elementwise_cost(2),
+        vjp=_nextafter_vjp,
         doc="nextafter(x, y): the next representable value after x towards y",
     )
 )
@@ -138,8 +147,9 @@ _NEXTAFTER = register(
 @export(method=True, inplace=True)
 def nextafter(input, other):
     """The next floating-point value after ``input`` in the direction of ``other`` (``other``
-    where they are equal, NaN where either is NaN), in the promoted floating dtype. As in
-    PyTorch it has no gradient."""
+    where they are equal, NaN where either is NaN), in the promoted floating dtype. Its
+    gradient is PyTorch's: the identity in ``input`` where it differs from ``other``, zero in
+    ``other``."""
     return apply(_NEXTAFTER, *promote(input, other))
 
 
