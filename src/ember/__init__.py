@@ -57,6 +57,7 @@ from .errors import (
     DTypeError,
     EmberError,
     OnnxError,
+    OutOfMemoryError,
     RNGStateError,
     ScriptError,
     ShapeError,
@@ -167,10 +168,13 @@ from .accelerator import get_device_module  # noqa: E402
 from .amp import (  # noqa: E402
     GradScaler,
     autocast,
+    clear_autocast_cache,
     get_autocast_cpu_dtype,
     get_autocast_dtype,
+    is_autocast_cache_enabled,
     is_autocast_cpu_enabled,
     is_autocast_enabled,
+    set_autocast_cache_enabled,
 )
 from .func import vmap  # noqa: E402  (torch.vmap)
 
@@ -193,10 +197,12 @@ from .devices import (  # noqa: E402
 from .errors import DeviceError, NotInEmberError  # noqa: E402
 from .flags import (  # noqa: E402
     are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
     get_float32_matmul_precision,
     get_num_interop_threads,
     is_deterministic_algorithms_warn_only_enabled,
     is_warn_always_enabled,
+    set_deterministic_debug_mode,
     set_float32_matmul_precision,
     set_flush_denormal,
     set_num_interop_threads,
@@ -209,6 +215,7 @@ from .grad_mode import (  # noqa: E402
     is_inference_mode_enabled,
 )
 from .grad_mode import set_detect_anomaly as set_anomaly_enabled  # noqa: E402
+from .ops._factory_kwargs import _Layout as layout  # noqa: E402  (torch.layout, the type)
 from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 from .overrides import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: E402,F401

@@ -101,6 +101,12 @@ def clear_autocast_cache() -> None:
     _ac.clear_cache()
 
 
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Whether autocast regions opened later (without their own ``cache_enabled``) keep the
+    casts of their parameters, as ``torch.set_autocast_cache_enabled``; per thread."""
+    _ac.local.cache_enabled = bool(enabled)
+
+
 class autocast:
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``; a context
     manager and a decorator, its state per thread; regions nest and ``enabled=False`` inside

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .errors import DeviceError
+from .errors import OutOfMemoryError as OutOfMemoryError  # (torch.cuda's name of it)
 
 __all__ = [
     "device_count",

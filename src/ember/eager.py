@@ -22,7 +22,7 @@ import numpy as np
 from . import _meta, _views
 from . import dtypes as _dt
 from .autograd import Node
-from .errors import EmberError
+from .errors import EmberError, OutOfMemoryError
 from .ops import _registry as _reg
 from .tensor import Tensor
 from .types import TensorType
@@ -83,6 +83,11 @@ class EagerMode(_reg.Mode):
                 result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
+        except MemoryError as exc:  # (NumPy's: not a RuntimeError, which PyTorch's is)
+            shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
+            raise OutOfMemoryError(
+                f"out of memory: {exc} (inputs of shapes {shapes or 'none'})", op=op.name
+            ) from exc
         except (ValueError, TypeError, IndexError, FloatingPointError) as exc:
             shapes = ", ".join(str(tuple(t.shape)) for t in inputs)
             raise EmberError(

@@ -201,3 +201,10 @@ class LinAlgError(EmberError, RuntimeError):
     """A linear-algebra routine that cannot complete on its input: a singular matrix for
     ``inv`` or ``solve``, one that is not positive-definite for ``cholesky`` (PyTorch raises
     ``torch.linalg.LinAlgError``, a RuntimeError). The message names the batch element."""
+
+
+class OutOfMemoryError(EmberError, MemoryError):
+    """An allocation the machine refused, raised by the op that asked for it with its
+    operands' shapes: PyTorch's ``torch.OutOfMemoryError`` (also ``torch.cuda``'s; its CPU
+    allocator raises a RuntimeError, which this is, so ``except RuntimeError`` catches it as
+    it catches PyTorch's), and a MemoryError, as NumPy's own is."""

@@ -27,6 +27,8 @@ __all__ = [
     "set_warn_always",
     "is_warn_always_enabled",
     "set_flush_denormal",
+    "get_deterministic_debug_mode",
+    "set_deterministic_debug_mode",
 ]
 
 _deterministic = False
@@ -97,3 +99,25 @@ def set_flush_denormal(mode: bool) -> bool:
     """False: ember does not configure the FPU to flush denormals (PyTorch answers False where
     it cannot); values keep IEEE subnormals."""
     return False
+
+
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """PyTorch's other spelling of `use_deterministic_algorithms`: 0 or ``"default"`` (off),
+    1 or ``"warn"`` (on, warn only), 2 or ``"error"`` (on)."""
+    mode = _DEBUG_MODES.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
+    if isinstance(mode, bool) or mode not in (0, 1, 2):
+        raise ValueError(
+            "set_deterministic_debug_mode: debug_mode must be 0, 1, 2, 'default', 'warn' or "
+            f"'error', got {debug_mode!r}"
+        )
+    use_deterministic_algorithms(mode != 0, warn_only=mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    """0 (off), 1 (warn only) or 2 (on), as `set_deterministic_debug_mode` sets it."""
+    if not _deterministic:
+        return 0
+    return 1 if _warn_only else 2
