@@ -278,3 +278,24 @@ def test_istft_with_a_complex_window_divides_by_its_complex_square():
 def test_dropouts_outside_training_return_any_dtype(name, dtype):
     x = np.arange(6).reshape(2, 3).astype(dtype)
     _compare(lambda T, x: getattr(T.nn.functional, name)(x, 0.5, training=False), x)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (3, 0, 4)])
+@pytest.mark.parametrize("ord", ["fro", "nuc", 2, 1, -1, np.inf, -np.inf, -2])
+def test_matrix_norms_of_empty_matrices(shape, ord):
+    """op_db's reference inputs: the largest of no values is 0 (norms are non-negative), the
+    smallest of none an error, as PyTorch's."""
+    x = np.ones(shape)
+    try:
+        torch.linalg.matrix_norm(torch.tensor(x), ord)
+    except IndexError:  # (PyTorch's amin of nothing)
+        with pytest.raises(IndexError):
+            ember.linalg.matrix_norm(ember.tensor(x), ord)
+        return
+    _compare(lambda lib, a: lib.linalg.matrix_norm(a, ord), x)
+
+
+def test_diff_with_no_differences_is_the_input_alone():
+    """n=0: PyTorch returns the input, prepend and append left out (op_db's reference inputs)."""
+    x, before, after = np.arange(6.0).reshape(2, 3), np.ones((2, 1)), np.zeros((2, 2))
+    _compare(lambda lib, a, b, c: lib.diff(a, 0, 1, b, c), x, before, after)

@@ -62,6 +62,8 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
     if x.ndim == 0:
         raise ShapeError("diff needs a tensor of at least one dimension", op="diff")
     axis = normalize_axis("diff", dim, x.ndim)
+    if n == 0:  # (PyTorch's: a copy of the input, prepend and append left out)
+        return E.clone(x)
     parts = [x]
     if prepend is not None:
         parts.insert(0, _edge(prepend, x, axis))

@@ -360,7 +360,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         if ord == "nuc":
             out = E.sum(values, -1)
         else:
-            out = E.amax(values, -1) if ord > 0 else E.amin(values, -1)
+            out = _largest(values, -1, False) if ord > 0 else E.amin(values, -1)
         return E.reshape(out, keep_shape) if keepdim else out
     # the 1-norms reduce the magnitudes over dim[0] then take the extreme over dim[1]; the
     # infinity norms are the 1-norms of the transpose
@@ -369,7 +369,16 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     sums = apply(_VECTOR_NORM, A, ord=1.0, axes=(d0,), keepdims=keepdim)
     if not keepdim and d0 < d1:
         d1 -= 1
-    return E.amax(sums, d1, keepdim) if ord > 0 else E.amin(sums, d1, keepdim)
+    return _largest(sums, d1, keepdim) if ord > 0 else E.amin(sums, d1, keepdim)
+
+
+def _largest(values, axis: int, keepdim: bool):
+    """The largest of non-negative ``values`` along ``axis``: 0 over none, as PyTorch's
+    matrix norms of an empty matrix (the smallest of none stays an error, as PyTorch's)."""
+    n = values.shape[axis]
+    if isinstance(n, int) and n == 0:  # (a sum of none: 0, with the empty gradient path)
+        return E.sum(values, axis, keepdim=keepdim)
+    return E.amax(values, axis, keepdim)
 
 
 def linalg_norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
