@@ -299,3 +299,24 @@ def test_diff_with_no_differences_is_the_input_alone():
     """n=0: PyTorch returns the input, prepend and append left out (op_db's reference inputs)."""
     x, before, after = np.arange(6.0).reshape(2, 3), np.ones((2, 1)), np.zeros((2, 2))
     _compare(lambda lib, a, b, c: lib.diff(a, 0, 1, b, c), x, before, after)
+
+
+@pytest.mark.parametrize(
+    "tolerances",
+    [
+        {"atol": np.array([0.1, 1.0, 10.0])},
+        {"rtol": np.array(0.05)},
+        {"atol": np.array([0.0, 1.0, 2.0]), "rtol": np.array(0.003)},
+        {"atol": np.array([0.0, 0.5, 2.0])},
+    ],
+)
+def test_matrix_rank_takes_tensor_tolerances(tolerances):
+    """op_db's reference inputs: tolerances as tensors, per matrix (pinv's too)."""
+    a = np.random.default_rng(0).standard_normal((3, 4, 4)) @ np.diag([10, 1, 0.1, 0.01])
+    want = torch.linalg.matrix_rank(
+        torch.tensor(a), **{k: torch.tensor(v) for k, v in tolerances.items()}
+    )
+    got = ember.linalg.matrix_rank(
+        ember.tensor(a), **{k: ember.tensor(v) for k, v in tolerances.items()}
+    )
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -10,11 +10,13 @@ import math
 import operator
 from typing import NamedTuple
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._registry import apply, building_graph, export
+from ._registry import TensorBase, apply, building_graph, export
 from ._util import fmt_shape, normalize_axis
 from .decompositions import INV, mH, require_matrices, solve, solve_triangular
 from .elementwise import to_tensor
@@ -133,21 +135,39 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False):
     """``torch.linalg.matrix_rank``: the number of singular values (eigenvalue magnitudes when
     ``hermitian``) of each matrix of ``A`` above ``max(atol, rtol * the largest)``; rtol
     defaults to eps * max(m, n) when atol is unset or 0. int64, no gradient. Tolerances are
-    Python numbers in ember."""
+    numbers or tensors (broadcast with A's batch, as PyTorch's)."""
     from .norms import svdvals
 
     A = to_tensor(A)
     require_matrices("linalg.matrix_rank", A)
-    atol, rtol = default_tolerances("linalg.matrix_rank", A, atol, rtol)
+    tensors = isinstance(atol, TensorBase) or isinstance(rtol, TensorBase)
+    if not tensors:
+        atol, rtol = default_tolerances("linalg.matrix_rank", A, atol, rtol)
     if hermitian:
         values = E.abs(apply(EIGVALSH, A, uplo="L"))
     else:
         values = svdvals(A)
-    if values.shape[-1] == 0:
-        return E.zeros(tuple(values.shape[:-1]), dtype=dt.int64)
     values = E.stop_gradient(values)
-    cutoff = E.maximum(E.amax(values, -1, True) * rtol, E.full((), atol, dtype=values.dtype))
+    if tensors:  # (per matrix, broadcast with A's batch, as PyTorch's)
+        atol, rtol = _tensor_tolerances(A, values.dtype, atol, rtol)
+        atol, rtol = E.unsqueeze(atol, -1), E.unsqueeze(rtol, -1)
+    else:
+        atol = E.full((), atol, dtype=values.dtype)
+    if values.shape[-1] == 0:
+        shape = np.broadcast_shapes(tuple(values.shape[:-1]), tuple(atol.shape[:-1]))
+        return E.zeros(shape, dtype=dt.int64)
+    cutoff = E.maximum(E.amax(values, -1, True) * rtol, atol)
     return E.sum(E.cast(values > cutoff, dt.int64), -1)
+
+
+def _tensor_tolerances(A, dtype, atol, rtol):
+    """PyTorch's tolerances given as tensors (or one a number): atol 0 where unset; rtol,
+    where unset, eps * max(m, n) wherever atol is not positive, else 0."""
+    eps = float(np.finfo(dtype.np).eps) * max(A.shape[-2:])
+    atol = E.zeros((), dtype=dtype) if atol is None else E.cast(to_tensor(atol), dtype)
+    if rtol is None:
+        rtol = E.where(atol > 0, 0.0, eps)
+    return atol, E.cast(to_tensor(rtol), dtype)
 
 
 # ------------------------------------------------------------------------------- multi_dot
