@@ -170,14 +170,14 @@ def check_scalars(op: str, dtype: DType, *scalars) -> None:
     results take a complex one."""
     if any(isinstance(s, complex) for s in scalars) and not dtype.is_complex:
         raise DTypeError(
-            f"{op}: complex beta and alpha need complex tensors, got {dtype}: "
+            f"complex beta and alpha need complex tensors, got {dtype}: "
             f"{', '.join(repr(s) for s in scalars)}",
             op=op,
         )
     if any(isinstance(s, float) for s in scalars) and not (
         dtype.is_floating_point or dtype.is_complex
     ):
-        raise DTypeError(f"{op}: beta and alpha must be integers for {dtype} tensors", op=op)
+        raise DTypeError(f"beta and alpha must be integers for {dtype} tensors", op=op)
 
 
 def check_fill_value(op: str, value, dtype: DType) -> None:
