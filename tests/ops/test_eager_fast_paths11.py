@@ -215,7 +215,8 @@ def test_relu_gradient_is_one_op_eagerly_and_keeps_its_values():
     with recording() as ran:
         y.backward(ember.tensor(g))
     assert ran.forward == {"relu_backward"}
-    want = np.where(np.maximum(a, 0) > 0, g, np.float32(0))  # (0 at NaN, as ember's relu)
+    # 0 where the result is at most 0, g elsewhere: at NaN too, as PyTorch's threshold_backward
+    want = np.where(np.maximum(a, 0) <= 0, np.float32(0), g)
     assert np.array_equal(_bits(x.grad.numpy()), _bits(want))
     # traced, the gradient keeps the mask-and-select form its graph passes read: same values
     traced = ember.trace(ember.grad(lambda t: (F.relu(t) * ember.tensor(g)).sum()), x)
