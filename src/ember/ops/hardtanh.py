@@ -5,9 +5,9 @@ many backward, each with its own temporaries; these ops run one (``np.clip``) fo
 masked pass backward. In a graph both ops have C expressions (the bounds are attributes,
 written into the loop as constants), so they fuse into C loops with their neighbours.
 
-The gradient is PyTorch's ``hardtanh_backward``: zero at and beyond the bounds, the incoming
-gradient elsewhere (a NaN input passes it), read off the result (at or beyond a bound exactly
-where the input is), which the next layer keeps anyway: no mask is saved.
+The gradient is PyTorch's ``hardtanh_backward``: the incoming gradient strictly inside the
+bounds, zero at and beyond them and for a NaN input, read off the result (strictly inside the
+bounds exactly where the input is), which the next layer keeps anyway: no mask is saved.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def _kernel(x, *, lo, hi):
 
 
 def _vjp(c, g):
-    # the result decides as well as the input: y <= lo or y >= hi exactly where x is (y is x
-    # inside, a bound elsewhere; NaN stays NaN), and the result is what the next layer saves
+    # the result decides as well as the input: lo < y < hi exactly where lo < x < hi (y is x
+    # there, a bound elsewhere; NaN stays NaN), and the result is what the next layer saves
     return (apply(HARDTANH_BACKWARD, g, c.outputs[0], **c.attrs),)
 
 
@@ -55,18 +55,16 @@ def _grad_infer(g, x, *, lo, hi):
 
 
 def _grad_kernel(g, x, *, lo, hi):
-    outside = np.asarray(x <= lo)
-    outside |= x >= hi
-    # +0.0 at and beyond the bounds, g elsewhere (a NaN x passes g, as PyTorch's): the mask
-    # applied to g's bits by one multiply (ops/_select.py), where np.where on a random mask
-    # runs several times slower
-    return select_bits(outside, np.zeros((), g.dtype), g)
+    inside = np.asarray(x > lo)
+    inside &= x < hi
+    # g where inside, +0.0 elsewhere (NaNs inside stay): the mask applied to g's bits by one
+    # multiply (ops/_select.py), where np.where on a random mask runs several times slower
+    return select_bits(inside, g, np.zeros((), g.dtype))
 
 
 def _grad_workspace(node, layouts) -> int:
     """`_grad_kernel`'s temporaries beyond its result: the bool mask and the comparison
-    ORed into it (the widened mask is the result's own buffer; `select_bits` negates the mask
-    into a third)."""
+    ANDed into it (the widened mask is the result's own buffer)."""
     return 2 * numel(node.inputs[1].shape)
 
 
@@ -79,8 +77,8 @@ def _onnx_hardtanh_backward(e):
     g, x = e.inputs
     dtype = e.in_types[1].dtype
     lo, hi = (e.scalar(e.attrs[k], dtype) for k in ("lo", "hi"))
-    outside = e.node("Or", [e.node("LessOrEqual", [x, lo]), e.node("GreaterOrEqual", [x, hi])])
-    return e.node("Where", [outside, e.scalar(0, e.in_types[0].dtype), g])
+    inside = e.node("And", [e.node("Greater", [x, lo]), e.node("Less", [x, hi])])
+    return e.node("Where", [inside, g, e.scalar(0, e.in_types[0].dtype)])
 
 
 HARDTANH_BACKWARD = register(
@@ -93,9 +91,9 @@ HARDTANH_BACKWARD = register(
         vjp=_grad_vjp,
         workspace=_grad_workspace,
         cost=elementwise_cost(3),
-        # NaN x compares false: g passes, as the kernel's
-        c="(({1} <= {lo} || {1} >= {hi}) ? ({T})0 : {0})",
-        doc="hardtanh_backward(g, x; lo, hi): 0 where x <= lo or x >= hi, else g (NaN x: g)",
+        # NaN x compares false: a zero gradient, as the kernel's
+        c="(({1} > {lo} && {1} < {hi}) ? {0} : ({T})0)",
+        doc="hardtanh_backward(g, x; lo, hi): g where lo < x < hi, else 0 (NaN x: 0)",
     )
 )
 

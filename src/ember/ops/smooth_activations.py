@@ -284,9 +284,7 @@ def _elu_grad_kernel(g, x, *, alpha, scale, input_scale):
     np.multiply(slope, t(alpha) * t(scale), out=slope)
     np.multiply(slope, negative, out=slope)
     kept = np.multiply(g, t(scale)) if scale != 1 else np.array(g, copy=True)
-    # the negative side where x <= 0, the positive one elsewhere: a NaN x takes g * scale, as
-    # PyTorch's elu_backward
-    return select_bits(np.less_equal(x, 0), slope, kept, overwrite=True)
+    return select_bits(np.greater(x, 0), kept, slope, overwrite=True)
 
 
 def _elu_grad_vjp(c, a):
@@ -320,7 +318,7 @@ def _onnx_elu_backward(e):
     grows = e.node("Exp", [e.node("Mul", [e.node("Min", [x, zero]), e.scalar(k, dtype)])])
     slope = e.node("Mul", [g, e.node("Mul", [grows, e.scalar(k * alpha * scale, dtype)])])
     kept = e.node("Mul", [g, e.scalar(scale, dtype)])
-    return e.node("Where", [e.node("LessOrEqual", [x, zero]), slope, kept])
+    return e.node("Where", [e.node("Greater", [x, zero]), kept, slope])
 
 
 ELU_BACKWARD = register(
@@ -333,9 +331,9 @@ ELU_BACKWARD = register(
         vjp=_elu_grad_vjp,
         cost=elementwise_cost(5),
         c=(
-            "({1} <= 0 ? {0} * {input_scale:compute} * ({alpha:compute} * {scale:compute}) * "
-            "exp{f}(({1} > 0 ? ({T})0 : {1}) * {input_scale:compute}) : "
-            "{0} * {scale:compute})"
+            "({1} > 0 ? {0} * {scale:compute} : {0} * {input_scale:compute} * "
+            "({alpha:compute} * {scale:compute}) * "
+            "exp{f}(({1} > 0 ? ({T})0 : {1}) * {input_scale:compute}))"
         ),
         doc="elu_backward(g, x; alpha, scale, input_scale): g scale where x > 0, else "
         "g input_scale alpha scale exp(input_scale x)",
