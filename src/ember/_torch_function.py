@@ -206,6 +206,8 @@ def enable(namespaces) -> None:
     for sub in set(_ember_subclasses()):
         if "__torch_function__" not in vars(sub):
             sub.__torch_function__ = disabled_torch_function_impl
+    # one wrapper per function, whichever namespaces hold it: ``ember.relu is F.relu`` stays
+    wrappers: dict[int, object] = {}
     for module in namespaces:
         for name in getattr(module, "__all__", None) or list(vars(module)):
             value = getattr(module, name, None)
@@ -214,7 +216,9 @@ def enable(namespaces) -> None:
                     ("ember", "functools")
                 ):
                     continue  # (a re-exported library function: not ember's to dispatch)
-                setattr(module, name, _wrap(value))
+                if id(value) not in wrappers:
+                    wrappers[id(value)] = _wrap(value)
+                setattr(module, name, wrappers[id(value)])
     for name, value in list(vars(Tensor).items()):
         if (
             name in _NOT_DISPATCHED
