@@ -31,6 +31,10 @@ EXPECTED = {
 def module_db():
     from torch.testing._internal.common_modules import module_db
 
+    # importing PyTorch's testing package freezes torch.backends' flags (disable_global_flags),
+    # which a later test's PyTorch program in this process sets (cudnn.benchmark): unfreeze
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+
     return module_db
 
 

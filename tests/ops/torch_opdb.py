@@ -304,9 +304,14 @@ def load_op_db(monkeypatch):
     """PyTorch's op_db, its samples made without looking for the unittest test calling them
     (``extract_test_fn``, an ``inspect.stack()`` per sample generator: a tenth of a second
     under pytest's deep stacks and many modules, for a unittest test that is not there)."""
+    import torch
     from torch.testing._internal import common_utils
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.testing._internal.opinfo import core
+
+    # importing PyTorch's testing package freezes torch.backends' flags (disable_global_flags),
+    # which a later test's PyTorch program in this process sets (cudnn.benchmark): unfreeze
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
 
     for module in (common_utils, core):
         monkeypatch.setattr(module, "extract_test_fn", lambda: None)

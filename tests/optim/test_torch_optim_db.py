@@ -19,6 +19,10 @@ pytestmark = pytest.mark.xdist_group("test_torch_module_db")  # (one import of t
 def _configurations():
     from torch.testing._internal.common_optimizers import optim_db
 
+    # importing PyTorch's testing package freezes torch.backends' flags (disable_global_flags),
+    # which a later test's PyTorch program in this process sets (cudnn.benchmark): unfreeze
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+
     for info in optim_db:
         for config in info.optim_inputs_func(device="cpu"):
             for complex_params in (False, True) if info.supports_complex else (False,):
