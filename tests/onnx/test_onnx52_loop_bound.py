@@ -147,7 +147,10 @@ def test_a_symbolic_trip_count_within_the_bound_is_no_error():
 
 
 _ENDLESS_CALL = """
+import signal
 import sys
+# (Python's own Ctrl-C handler: a test run may have left SIGINT ignored, which a child inherits)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 import ember
 f = ember.onnx.load(sys.argv[1], capture=sys.argv[2] == "1", max_loop_iterations=None)
