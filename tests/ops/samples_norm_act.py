@@ -7,8 +7,9 @@ import numpy as np
 
 from ember.ops._registry import apply
 from ember.ops.batch_norm import BATCH_NORM_BACKWARD
+from ember.ops.gelu import GELU_BACKWARD, GELU_TANH_BACKWARD
 from ember.ops.glu import GLU, GLU_BACKWARD
-from ember.ops.norm_act import GELU_BACKWARD, GELU_TANH_BACKWARD, LAYER_NORM_BACKWARD
+from ember.ops.layer_norm import LAYER_NORM_BACKWARD
 from ember.ops.softmax import LOG_SOFTMAX_BACKWARD, SOFTMAX_BACKWARD
 
 from .harness import Sample, away_from, rng

@@ -1,6 +1,6 @@
-"""gelu (erf and tanh forms) and layer_norm as primitives (ops/norm_act.py) and their C kernels
-(kernels/cnorm_act.py): against PyTorch in values and gradients, the C kernels against the NumPy
-reference kernels, special values, and the fallback without a compiler."""
+"""gelu (erf and tanh forms) and layer_norm as primitives (ops/gelu.py, ops/layer_norm.py) and
+their C kernels (kernels/cnorm_act.py): against PyTorch in values and gradients, the C kernels
+against the NumPy reference kernels, special values, and the fallback without a compiler."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import ember
 from ember.kernels import ccompile, cnorm_act
-from ember.ops import norm_act
+from ember.ops import gelu, layer_norm
 
 torch = pytest.importorskip("torch")
 F = ember.nn.functional
@@ -54,8 +54,8 @@ def test_gelu_c_kernels_match_the_reference(dtype, tanh_form):
     specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 30.0, -30.0, 1e-30])
     x = np.concatenate([specials, r.standard_normal(50000) * 5]).astype(dtype)
     g = r.standard_normal(x.shape).astype(dtype)
-    forward = norm_act._gelu_tanh_kernel if tanh_form else norm_act._gelu_erf_kernel
-    backward = norm_act._gelu_tanh_grad_kernel if tanh_form else norm_act._gelu_erf_grad_kernel
+    forward = gelu._gelu_tanh_kernel if tanh_form else gelu._gelu_erf_kernel
+    backward = gelu._gelu_tanh_grad_kernel if tanh_form else gelu._gelu_erf_grad_kernel
     tol = _tol(dtype)
     with np.errstate(all="ignore"):
         # the tanh form's gradient adds 0.5 x (1 - t^2) u' g, u' = sqrt(2/pi) (1 + 3c x^2): an
@@ -122,10 +122,10 @@ def test_layer_norm_c_kernels_match_the_reference(dtype):
         n = int(np.prod(shape))
         tol = _tol(dtype, n) * 4
         got = cnorm_act.layer_norm(x, w, b, 1e-5)
-        want = norm_act._norm_kernel(x, w, b, eps=1e-5)
+        want = layer_norm._norm_kernel(x, w, b, eps=1e-5)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
         got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
-        want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+        want = layer_norm._norm_grad_kernel(x, w, g, eps=1e-5)
         rows = x.size // n
         for i, (a, e) in enumerate(zip(got, want)):
             scale = np.abs(e).max() + 1
@@ -138,7 +138,7 @@ def test_layer_norm_c_kernels_match_the_reference(dtype):
 def test_layer_norm_special_values_follow_the_reference():
     x = np.array([[1.0, np.nan, 2.0], [np.inf, 0.0, 1.0], [3.0, 3.0, 3.0]], dtype=np.float32)
     w, b = np.ones(3, np.float32), np.zeros(3, np.float32)
-    got, want = cnorm_act.layer_norm(x, w, b, 1e-5), norm_act._norm_kernel(x, w, b, eps=1e-5)
+    got, want = cnorm_act.layer_norm(x, w, b, 1e-5), layer_norm._norm_kernel(x, w, b, eps=1e-5)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[2], want[2])  # a constant row: zeros (rstd = 1/sqrt(eps))
 
@@ -251,9 +251,9 @@ def test_without_a_compiler_the_reference_runs(monkeypatch):
 def test_errors_name_the_op():
     x = ember.ones((2, 3))
     with pytest.raises(ember.ShapeError, match="layer_norm"):
-        ember.ops._registry.apply(norm_act.LAYER_NORM, x, ember.ones(4), ember.ones(4), eps=1e-5)
+        ember.ops._registry.apply(layer_norm.LAYER_NORM, x, ember.ones(4), ember.ones(4), eps=1e-5)
     with pytest.raises(ember.ShapeError, match="gelu_backward"):
-        ember.ops._registry.apply(norm_act.GELU_BACKWARD, x, ember.ones((3, 2)))
+        ember.ops._registry.apply(gelu.GELU_BACKWARD, x, ember.ones((3, 2)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -314,7 +314,7 @@ def test_layer_norm_backward_c_kernel_with_rows_far_from_zero(dtype, offset):
         w = r.standard_normal(n).astype(dtype)
         g = r.standard_normal((rows, n)).astype(dtype)
         got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
-        want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+        want = layer_norm._norm_grad_kernel(x, w, g, eps=1e-5)
         tol = _tol(dtype, n) * 4
         for i, (a, e) in enumerate(zip(got, want)):
             scale = np.abs(e).max() + 1
@@ -337,7 +337,7 @@ def test_layer_norm_backward_special_values_follow_the_reference():
     w = np.array([1.0, -2.0, 0.5], np.float32)
     g = np.ones_like(x)
     got = cnorm_act.layer_norm_backward(x, w, g, 1e-5)
-    want = norm_act._norm_grad_kernel(x, w, g, eps=1e-5)
+    want = layer_norm._norm_grad_kernel(x, w, g, eps=1e-5)
     for a, e in zip(got, want):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(e))
     np.testing.assert_allclose(got[0][2:], want[0][2:], rtol=1e-5, atol=1e-4)

@@ -28,10 +28,10 @@ from ..ops._node_names import rename_node
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
+from ..ops.gelu import GELU, GELU_TANH
 from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
 from ..ops.log_sigmoid import LOG_SIGMOID
-from ..ops.norm_act import GELU, GELU_TANH
 from ..ops.piecewise import HARDSIGMOID, HARDSWISH, LEAKY_RELU
 from ..ops.prelu import PRELU
 from ..ops.shrink import HARDSHRINK, SOFTSHRINK, THRESHOLD
@@ -83,7 +83,7 @@ def gelu(input, approximate: str = "none"):
     if approximate not in ("none", "tanh"):
         raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if not building_graph() or x.dtype is dt.bfloat16 or x.dtype is dt.float16:
-        # eagerly one pass each way (ops/norm_act.py); in 16 bits also in a graph: the op
+        # eagerly one pass each way (ops/gelu.py); in 16 bits also in a graph: the op
         # computes in float32 and rounds once, as PyTorch's, and keeps only its 16-bit input for
         # the backward, where the composite widened to float32 would keep float32
         # intermediates (twice an autocast step's saved activations)

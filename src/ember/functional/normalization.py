@@ -31,7 +31,7 @@ from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
 from ..ops.elementwise import to_tensor
 from ..ops.group_norm import GROUP_NORM
-from ..ops.norm_act import LAYER_NORM
+from ..ops.layer_norm import LAYER_NORM
 from ..tensor import Tensor
 from ._common import dim_arg, float_input
 

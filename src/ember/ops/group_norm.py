@@ -28,9 +28,10 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._norm_act_common import _compute_dtype
 from ._registry import OpDef, apply, register
 from ._util import elementwise_cost, fmt_shape, require_float, require_same_dtype, value_bytes
-from .norm_act import LAYER_NORM, LAYER_NORM_BACKWARD, _compute_dtype, _norm_grad_vjp, _stats
+from .layer_norm import LAYER_NORM, LAYER_NORM_BACKWARD, _norm_grad_vjp, _stats
 
 
 def _check(op: str, x, weight, groups) -> None:
@@ -170,7 +171,7 @@ def _gn_grad_vjp(c, a, bw, bb):
     """The VJP of (dx, dw, db) = group_norm_backward(x, w, g) for cotangents (a, bw, bb).
 
     On the groups (N, G, K) with unit weights, ``dx = layer_norm_backward(x, 1, u)[0]`` for
-    ``u = w[c] g``, so its VJP is layer norm's second derivative (ops/norm_act.py) on the
+    ``u = w[c] g``, so its VJP is layer norm's second derivative (ops/layer_norm.py) on the
     groups, carried back through u to g and w. ``dw = sum g xhat`` and ``db = sum g`` are
     bilinear and linear: ``xhat bw[c] + bb[c]`` towards g, and towards x the VJP of
     ``xhat = layer_norm(x, 1, 0)`` for the cotangent ``g bw[c]``."""
