@@ -21,7 +21,7 @@ from .errors import AutogradError, ShapeError, UnsupportedError
 from .grad_mode import enable_grad
 from .ops import api as E
 from .ops._registry import TensorBase
-from .ops.shape import stack
+from .ops.concat import stack
 from .tensor import Tensor
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "gradcheck", "gradgradcheck"]

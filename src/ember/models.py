@@ -30,7 +30,7 @@ import numpy as np
 
 from . import nn
 from .nn import functional as F
-from .ops.shape import concat
+from .ops.concat import concat
 from .optim import SGD, AdamW
 from .tensor import Tensor
 from .text.bert import BertConfig, BertModel  # noqa: F401 (exported: ember.models.BertModel)

@@ -144,7 +144,7 @@ def scan(fn, init, xs, *, checkpoint_every: int | None = None):
 
 
 def _eager_scan(fn, init, xs):
-    from ..ops.shape import stack
+    from ..ops.concat import stack
 
     c_leaves, c_paths, c_spec = flatten(init, "scan carries", numbers=True)
     c_types = [type_of(t) for t in c_leaves]

@@ -108,7 +108,7 @@ def _reverse_scan(p: _Parts, init, xs, lifted, ct_c, ct_y, acc=None) -> tuple[li
 def _checkpointed(p: _Parts, init, xs, lifted, ct_c, ct_y, k: int):
     """`_reverse_scan` keeping every k-th carry (module docstring); the same results, summed
     in the same order."""
-    from ..ops.shape import concat
+    from ..ops.concat import concat
 
     n = xs[0].shape[0]
     if not isinstance(n, int) or n <= k or not p.nc:

@@ -29,8 +29,8 @@ from ..errors import EmberError
 from ..graph import interpreter
 from ..graph.ir import Graph, Node, Value
 from ..graph.rewrite import is_pure
+from ..ops.concat import CONCAT
 from ..ops.indexing import GETITEM
-from ..ops.shape import CONCAT
 from ..symbolic import has_symbols
 from ..transforms.unroll import call, fits, inline, replace_loop, replay, scope_of
 

@@ -136,7 +136,7 @@ def _stack_tensors(samples: list, where: str):
             )
     if any(s.requires_grad for s in samples):  # keep the graph: stack with the ember op
         _check_shapes([s.shape for s in samples], where)
-        from ..ops.shape import stack
+        from ..ops.concat import stack
 
         return stack(samples)
     return _stack_arrays([s.numpy(force=True) for s in samples], where)

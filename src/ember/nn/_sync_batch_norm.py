@@ -93,8 +93,8 @@ def sync_batch_norm_ops(x, weight, bias, running_mean, running_var, eps, momentu
     from .. import dtypes as dt
     from ..distributed import functional as F
     from ..grad_mode import no_grad
+    from ..ops.concat import concat
     from ..ops.creation import full
-    from ..ops.shape import concat
 
     channels = x.shape[1]
     axes = (0,) + tuple(range(2, x.ndim))

@@ -37,7 +37,7 @@ from ..ops import _batching
 from ..ops._batching import NotBatchable
 from ..ops._registry import KIND_DEFAULT
 from ..ops.binary import ADD
-from ..ops.shape import CONCAT, SPLIT
+from ..ops.concat import CONCAT, SPLIT
 
 __all__ = [
     "NotBatchable",

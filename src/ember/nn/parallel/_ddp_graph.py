@@ -31,7 +31,7 @@ from ...distributed import functional as F
 from ...distributed._mpi import DistributedError
 from ...grad_mode import no_grad
 from ...ops import _registry as _reg
-from ...ops.shape import concat
+from ...ops.concat import concat
 
 __all__ = ["broadcast_buffers", "check_finished", "arm_eager_backward", "finish", "launch"]
 
