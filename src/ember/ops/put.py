@@ -11,7 +11,7 @@ from . import api as E
 from ._registry import building_graph, export
 from ._util import numel
 from .elementwise import to_tensor
-from .indexing import index_put
+from .index_put import index_put
 
 
 @export(method=True, inplace=True)
