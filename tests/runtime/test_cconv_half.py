@@ -20,7 +20,7 @@ import ember
 from ember.kernels import ccompile, cconv, cconv_col2im, cconv_weight, cpool
 from ember.kernels.conv_plan import conv_out_size, plan
 from ember.kernels.cstep import STEP_CALL, function_address
-from ember.ops import conv as conv_ops
+from ember.ops import _conv_dispatch
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 
@@ -177,9 +177,9 @@ def test_the_ops_run_half_precision_without_float32_copies(bare_executors):
     assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
     graph = ember.trace(step, x, w, g).graph
     names = {node.op.name: node for node in graph.nodes if node.kind == "call"}
-    assert conv_ops._half_workspace(names["conv_input_grad"], None) == 0
+    assert _conv_dispatch._half_workspace(names["conv_input_grad"], None) == 0
     weight_grad = names["conv_weight_grad"]  # its float32 result and partial sums only
-    assert conv_ops._half_workspace(weight_grad, None) < 2 * x.numel() * 4
+    assert _conv_dispatch._half_workspace(weight_grad, None) < 2 * x.numel() * 4
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)
@@ -202,13 +202,13 @@ def test_depthwise_and_grouped_half_precision_equal_the_float32_kernels(case, dt
     x = rng.standard_normal((n, c, size, size)).astype(np.float32).astype(dtype)
     w = (rng.standard_normal((c * m, 1, k, k)) / k).astype(np.float32).astype(dtype)
     attrs = dict(stride=(s, s), padding=((pad, pad), (pad, pad)), dilation=(1, 1), groups=c)
-    y = conv_ops._conv_fast(x, w, **attrs)
-    _same(y, conv_ops._conv_fast(*_wide(x, w), **attrs).astype(dtype))
+    y = _conv_dispatch._conv_fast(x, w, **attrs)
+    _same(y, _conv_dispatch._conv_fast(*_wide(x, w), **attrs).astype(dtype))
     gy = rng.standard_normal(y.shape).astype(np.float32).astype(dtype)
-    grad = conv_ops._conv_input_grad_fast
+    grad = _conv_dispatch._conv_input_grad_fast
     _same(grad(gy, w, in_size=(size, size), **attrs),
           grad(*_wide(gy, w), in_size=(size, size), **attrs).astype(dtype))  # fmt: skip
-    wgrad = conv_ops._conv_weight_grad_fast
+    wgrad = _conv_dispatch._conv_weight_grad_fast
     _same(wgrad(x, gy, kernel_size=(k, k), **attrs),
           wgrad(*_wide(x, gy), kernel_size=(k, k), **attrs).astype(dtype))  # fmt: skip
     from ember.kernels import cdepthwise
