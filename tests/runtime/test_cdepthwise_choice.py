@@ -44,7 +44,11 @@ def test_a_clearly_faster_way_replaces_the_count_once():
 def test_the_count_holds_unless_the_other_way_is_clearly_faster():
     # (the other way twice the count's work: never clearly faster, even on a loaded machine,
     # where two equal ways could time apart)
-    slower = lambda: _busy() or _busy() or True  # noqa: E731
+    def slower():
+        _busy()  # (_busy's sum is truthy: `_busy() or _busy()` would run it once)
+        _busy()
+        return True
+
     assert cdepthwise_choice.wide_runs(("a",), False, slower, _busy, 1) is False
     assert cdepthwise_choice.wide_runs(("b",), True, lambda: True, _busy, 1) is True
 
