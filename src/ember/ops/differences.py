@@ -105,10 +105,14 @@ def _spacing(y, x, dx, axis, op):
     return diff(x, dim=axis)
 
 
-def _trapezoid_terms(y, x, dx, dim, op):
-    y = to_tensor(y)
+def _check_trapezoid_input(y, op):
     if y.dtype is dt.bool_:
         raise DTypeError(f"{op}: bool y is not supported (as in PyTorch)", op=op)
+
+
+def _trapezoid_terms(y, x, dx, dim, op):
+    y = to_tensor(y)
+    _check_trapezoid_input(y, op)
     axis = normalize_axis(op, dim, y.ndim)
     size = y.shape[axis]
     if size == 0:
@@ -125,6 +129,13 @@ def _trapezoid_terms(y, x, dx, dim, op):
 def trapezoid(y, x=None, *, dx=None, dim: int = -1):
     """The trapezoid rule along ``dim``: sample points ``x`` (a tensor) or a constant spacing
     ``dx`` (default 1)."""
+    if x is None:  # a constant spacing: PyTorch's one-pass form, its bits and its NaN at +-inf ends
+        y = to_tensor(y)
+        _check_trapezoid_input(y, "trapezoid")
+        axis = normalize_axis("trapezoid", dim, y.ndim)
+        if y.shape[axis] > 0:
+            ends = E.select(y, axis, 0) + E.select(y, axis, -1)
+            return (E.sum(y, axis) - ends * 0.5) * (1.0 if dx is None else dx)
     terms, axis, y = _trapezoid_terms(y, x, dx, dim, "trapezoid")
     if terms is None:  # no intervals: zeros, unconnected to y (as PyTorch's)
         return E.zeros_like(E.sum(E.stop_gradient(y), axis))
