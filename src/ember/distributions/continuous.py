@@ -16,6 +16,7 @@ from ..grad_mode import no_grad
 from ..ops.extra_random import standard_exponential
 from ..random import default_generator
 from . import constraints
+from ._dirichlet_rsample import dirichlet_rsample
 from ._gamma_rsample import dirichlet_draws, standard_gamma
 from ._util import (
     ConstraintError,
@@ -384,8 +385,7 @@ class Beta(ExponentialFamily):
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         pairs = E.stack([self.concentration1, self.concentration0], -1)
-        gammas = standard_gamma(pairs, (*shape, 2), double_draws=True)
-        return (gammas / gammas.sum(-1, keepdim=True))[..., 0]
+        return dirichlet_rsample(pairs, (*shape, 2))[..., 0]  # (PyTorch's: its first part)
 
     def log_prob(self, value):
         if self._validate_args:

@@ -15,7 +15,8 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..grad_mode import no_grad
 from ..ops.extra_random import standard_cauchy
 from . import constraints
-from ._gamma_rsample import dirichlet_draws, standard_gamma
+from ._dirichlet_rsample import dirichlet_rsample
+from ._gamma_rsample import dirichlet_draws
 from ._util import E, broadcast_all, digamma, lgamma
 from .discrete import Categorical
 from .distribution import Distribution, _shape
@@ -76,8 +77,7 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        gammas = standard_gamma(self.concentration, shape, double_draws=True)
-        return gammas / gammas.sum(-1, keepdim=True)
+        return dirichlet_rsample(self.concentration, shape)
 
     def log_prob(self, value):
         if self._validate_args:
