@@ -42,7 +42,16 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from . import cache_sizes, cconv_choice, cconv_col2im, cconv_packs, cconv_wide, chalf, conv_plan
+from . import (
+    cache_sizes,
+    cconv_choice,
+    cconv_col2im,
+    cconv_packs,
+    cconv_split,
+    cconv_wide,
+    chalf,
+    conv_plan,
+)
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -167,19 +176,24 @@ def _grid_offsets(grid, steps) -> np.ndarray:
 
 
 def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
-    """Whether the forward's columns run along the padded width (an extended grid: one
-    contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
+    """Whether the forward's columns run along the padded width (see `_extend_columns`)."""
+    if p.stride[-1] != 1:
+        return False
+    return _extend_columns(p.padded[-1], p.out_size[-1], out_channels, itemsize)
+
+
+def _extend_columns(width: int, out: int, out_channels: int, itemsize: int) -> bool:
+    """Whether the forward's columns run along the ``width`` of the rows they read (an
+    extended grid: one contiguous run per output row to pack, but ``width / out - 1`` of the
+    columns wasted on
     every output channel) rather than the output's own width (no waste, but one run per
     output row to pack and store). Per useful column, the waste costs ``waste * channels /
     lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
     runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out / lanes) / out``)
     where packing copies runs a masked vector at a time, else `ELEMENT_COST` per element. The
     columns are extended where the waste costs less."""
-    if p.stride[-1] != 1:
-        return False
     lanes = _VECTOR_BYTES // itemsize
-    out = p.out_size[-1]
-    waste = p.padded[-1] / out - 1
+    waste = width / out - 1
     extra = waste * (-(-out_channels // _MR) * _MR) / lanes
     if _masked_runs(itemsize):
         return extra <= RUN_COST * -(-out // lanes) / out
@@ -269,6 +283,7 @@ class _Forward(NamedTuple):
     m: int  # output positions per channel
     panels: int  # panels of _MR output channels per group
     unpadded: bool  # the kernel reads the input itself: no padding, no cropping, no tail
+    split: np.ndarray | None = None  # the split copy's description (kernels/cconv_split.py)
 
 
 @functools.lru_cache(maxsize=256)
@@ -287,6 +302,25 @@ def _forward_layout(
     return _Forward(
         cg, cog, cg * math.prod(p.kernel), (src, dst, roff), plane, size,
         math.prod(p.out_size), -(-cog // _MR), unpadded,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _split_layout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> _Forward | None:
+    """The one-group forward's layout over its input split by stride phases
+    (kernels/cconv_split.py: every run of columns contiguous), or None: no split applies."""
+    split = cconv_split.split_of(p)
+    if split is None:
+        return None
+    n, c = x_shape[:2]
+    cout = w_shape[0]
+    flat = _extend_columns(split.extent[-1], p.out_size[-1], cout, itemsize)
+    src, dst, roff = cconv_split.tables(p, split, c, flat)
+    last = (n - 1) * c * split.plane + int(src[-1]) + int(roff[-1])
+    return _Forward(
+        c, cout, c * math.prod(p.kernel), (src, dst, roff), split.plane,
+        max(n * c * split.plane, last + 1), math.prod(p.out_size), -(-cout // _MR), False,
+        cconv_split.descriptor(p, split, n * c),
     )  # fmt: skip
 
 
@@ -459,10 +493,14 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, 
     if found is not None:
         charge(("cconv step", key), found[3], _step_kept)
     else:
-        wide = None if any_layout else False
+        # (a store into another array's phase keeps the plain column layout, whose store
+        # table forward_into maps)
+        wide, split = (None, None) if any_layout else (False, False)
         if operands is not None and any_layout and not pairs(dtype):
-            wide = cconv_choice.layout(x_shape, w_shape, p, dtype, relu, operands, forward_step)
-        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=wide)
+            way = cconv_choice.layout(x_shape, w_shape, p, dtype, relu, operands, forward_step)
+            if way is not None:
+                wide, split = way
+        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)
         if made is None:
             return None
         step, args, keep = made
@@ -516,15 +554,18 @@ def _step_function(dtype: np.dtype, name: str = "conv_forward_step"):
 
 def forward_step(
     x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool,
-    weight_constant: bool = False, wide: bool | None = None,
+    weight_constant: bool = False, wide: bool | None = None, split: bool | None = None,
 ):  # fmt: skip
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
     (the step function, its argument block with zeros in the x, w, bias, out and mask slots
     0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
     the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
     one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
-    ``weight_constant``: the weight is the same unchanging array at every call (a graph's
-    constant), packed once."""
+    A strided convolution's column panels read its input split by stride phases
+    (kernels/cconv_split.py) where ``split`` is True, or, where it is None, where that reads
+    fewer phases than there are (`cconv_split.reads_fewer`); `forward_into`'s store tables are
+    the plain layout's (False). ``weight_constant``: the weight is the same unchanging array
+    at every call (a graph's constant), packed once."""
     from . import cpool
 
     dtype = np.dtype(dtype)
@@ -558,6 +599,12 @@ def forward_step(
     step = _step_function(dtype)
     if step is None:
         return None
+    split_layout = None if split is False else _split_layout(*key[:3], itemsize)
+    if split is None and split_layout is not None:
+        split_layout = split_layout if cconv_split.reads_fewer(cconv_split.split_of(p)) else None
+    if split_layout is not None:
+        f = split_layout
+        xp = np.zeros(f.size, dtype)
     src, dst, roff = f.tables
     wp = np.empty((f.panels * _MR * f.rows,), compute)
     args = [0, 0, 0, 0, 0, 0 if xp is None else data_address(xp), data_address(wp)]
@@ -566,7 +613,8 @@ def forward_step(
     args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
     args += [int(relu), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
-    return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
+    args += [0 if f.split is None else data_address(f.split)]
+    return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)
 
 
 def _compute_itemsize(dtype) -> int:
