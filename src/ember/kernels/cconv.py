@@ -47,6 +47,7 @@ from . import (
     cconv_choice,
     cconv_col2im,
     cconv_packs,
+    cconv_side,
     cconv_split,
     cconv_wide,
     chalf,
@@ -283,7 +284,10 @@ class _Forward(NamedTuple):
     m: int  # output positions per channel
     panels: int  # panels of _MR output channels per group
     unpadded: bool  # the kernel reads the input itself: no padding, no cropping, no tail
-    split: np.ndarray | None = None  # the split copy's description (kernels/cconv_split.py)
+    # the relayout copy's description (kernels/cconv_split.py, kernels/cconv_side.py), and the
+    # samples the kernel sees (None: the batch's; one where the batch is side by side)
+    split: np.ndarray | None = None
+    samples: int | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -306,22 +310,41 @@ def _forward_layout(
 
 
 @functools.lru_cache(maxsize=256)
-def _split_layout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> _Forward | None:
-    """The one-group forward's layout over its input split by stride phases
-    (kernels/cconv_split.py: every run of columns contiguous), or None: no split applies."""
-    split = cconv_split.split_of(p)
-    if split is None:
-        return None
+def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple | None:
+    """(the one-group forward's layout over its input relaid so that its columns' runs are
+    contiguous, whether the counted choice takes it): a strided convolution's input split by
+    stride phases (kernels/cconv_split.py: where it reads fewer phases than there are), a
+    stride-1 batch side by side (kernels/cconv_side.py: where its gaps' wasted columns cost
+    less than packing the output rows, as `_extend_columns` counts, and the plain layout
+    packs them), or None."""
     n, c = x_shape[:2]
     cout = w_shape[0]
-    flat = _extend_columns(split.extent[-1], p.out_size[-1], cout, itemsize)
-    src, dst, roff = cconv_split.tables(p, split, c, flat)
-    last = (n - 1) * c * split.plane + int(src[-1]) + int(roff[-1])
-    return _Forward(
-        c, cout, c * math.prod(p.kernel), (src, dst, roff), split.plane,
-        max(n * c * split.plane, last + 1), math.prod(p.out_size), -(-cout // _MR), False,
-        cconv_split.descriptor(p, split, n * c),
+    split = cconv_split.split_of(p)
+    if split is not None:
+        flat = _extend_columns(split.extent[-1], p.out_size[-1], cout, itemsize)
+        src, dst, roff = cconv_split.tables(p, split, c, flat)
+        plane, samples = split.plane, n
+        copy, counted = cconv_split.descriptor(p, split, n * c), cconv_split.reads_fewer(split)
+    else:
+        side = cconv_side.side_of(p, n)
+        if side is None:
+            return None
+        src, dst, roff = cconv_side.tables(p, side, n, c, cout)
+        plane, samples = side.plane, 1
+        copy = cconv_side.descriptor(p, side, n, c)
+        # (where the plain layout reads its panels in place already, along the padded width,
+        # the side-by-side image's longer rows measured slower: each panel's rows then lie a
+        # whole image row apart, more pages and streams than one sample's planes)
+        counted = _extend_columns(side.width, p.out_size[-1], cout, itemsize) and not _flat_columns(
+            p, cout, itemsize
+        )
+    last = (samples - 1) * c * plane + int(src[-1]) + int(roff[-1])
+    layout = _Forward(
+        c, cout, c * math.prod(p.kernel), (src, dst, roff), plane,
+        max(samples * c * plane, last + 1), math.prod(p.out_size), -(-cout // _MR), False,
+        copy, samples,
     )  # fmt: skip
+    return layout, counted
 
 
 def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
@@ -561,11 +584,11 @@ def forward_step(
     0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
     the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
     one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
-    A strided convolution's column panels read its input split by stride phases
-    (kernels/cconv_split.py) where ``split`` is True, or, where it is None, where that reads
-    fewer phases than there are (`cconv_split.reads_fewer`); `forward_into`'s store tables are
-    the plain layout's (False). ``weight_constant``: the weight is the same unchanging array
-    at every call (a graph's constant), packed once."""
+    The column panels read the input relaid where ``split`` is True, or, where it is None,
+    where the count says so (`_relayout`): a strided convolution's split by stride phases
+    (kernels/cconv_split.py), a stride-1 batch side by side (kernels/cconv_side.py);
+    `forward_into`'s store tables are the plain layout's (False). ``weight_constant``: the
+    weight is the same unchanging array at every call (a graph's constant), packed once."""
     from . import cpool
 
     dtype = np.dtype(dtype)
@@ -599,18 +622,18 @@ def forward_step(
     step = _step_function(dtype)
     if step is None:
         return None
-    split_layout = None if split is False else _split_layout(*key[:3], itemsize)
-    if split is None and split_layout is not None:
-        split_layout = split_layout if cconv_split.reads_fewer(cconv_split.split_of(p)) else None
-    if split_layout is not None:
-        f = split_layout
+    relaid = None if split is False else _relayout(*key[:3], itemsize)
+    if relaid is not None and (split or relaid[1]):
+        f = relaid[0]
         xp = np.zeros(f.size, dtype)
+    samples = n if f.samples is None else f.samples
     src, dst, roff = f.tables
     wp = np.empty((f.panels * _MR * f.rows,), compute)
     args = [0, 0, 0, 0, 0, 0 if xp is None else data_address(xp), data_address(wp)]
     args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [f.cog, f.rows, f.panels]
-    args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
+    args += [f.panels, f.rows, samples * len(src), f.cog, f.m, len(src), c * f.plane]
+    args += [f.cog * f.m]
     args += [int(relu), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     args += [0 if f.split is None else data_address(f.split)]

@@ -1,14 +1,15 @@
 """Which layout an eager forward convolution runs, measured: the column panels' (over the
-input as it is padded, or, for a strided convolution, split by stride phases:
-kernels/cconv_split.py) or the channels-wide one (kernels/cconv_wide.py), timed on the first
-call of each geometry.
+input as it is padded, or relaid: a strided convolution's split by stride phases,
+kernels/cconv_split.py, a stride-1 batch side by side, kernels/cconv_side.py) or the
+channels-wide one (kernels/cconv_wide.py), timed on the first call of each geometry.
 
 `cconv_wide.wins` counts the two layouts' multiply-adds (padding included); on a 1x1 layer at
 batch one (MobileNet's expansions: 256 positions, 32 rows, 192 channels) the count favours the
 channels-wide layout, which runs there at less than half the column layout's speed: what a
 count of multiply-adds does not see (stores, packing, the memory traffic of short rows) decides
 it; nor does it see what a strided 3x3 layer's split copy gains or loses against packing its
-strided runs (on the layers measured, either way by a few percent). So the eager forward
+strided runs (on the layers measured, either way by a few percent), nor what the side-by-side
+batch's wasted gap columns cost against packing short rows. So the eager forward
 (kernels/cconv.py's per-thread steps) times the steps on the first
 call's own operands, alternating, and keeps the fastest one for the geometry for the rest of the
 process (a cached calibration: per geometry, dtype, epilogue, thread count and whether the
@@ -28,7 +29,7 @@ import time
 
 import numpy as np
 
-from . import cconv_split
+from . import cconv_side, cconv_split
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import interleaved
 
@@ -96,7 +97,7 @@ def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> tuple | No
     if found is None:
         steps = {}
         ways = [(False, False), (True, False)]
-        if cconv_split.split_of(p) is not None:
+        if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]):
             ways.append((False, True))
         for wide, split in ways:
             made = make(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)

@@ -102,21 +102,23 @@ def tables(p: Plan, split: Split, channels: int, flat: bool) -> tuple:
 
 
 def descriptor(p: Plan, split: Split, planes: int) -> np.ndarray:
-    """``copy_phases``' description of the copy of ``planes`` input planes: their rows and
-    columns, the padding before, the strides, a phase plane's rows and columns, the phases'
-    counts, then the rows' phases and the columns'."""
+    """``copy_phases``' description of the copy of ``planes`` input planes: its kind (0; the
+    step's other relayout, kernels/cconv_side.py's, is 1), their rows and columns, the padding
+    before, the strides, a phase plane's rows and columns, the phases' counts, then the rows'
+    phases and the columns'."""
     (rows, cols), (cr, cc) = split.phases, split.extent
-    head = [planes, *p.in_size, *p.lo, *p.stride, cr, cc, len(rows), len(cols)]
+    head = [0, planes, *p.in_size, *p.lo, *p.stride, cr, cc, len(rows), len(cols)]
     return np.array(head + list(rows) + list(cols), np.int64)
 
 
 SPLIT_SOURCE = r"""
 /* the split copy of x into the zero-bordered scratch xp (kernels/cconv_split.py): per plane,
-   per phase (a, b) read, xp[i][j] = padded x[i * sh + a][j * sw + b]; d = planes, the
-   input's rows and columns, the padding before, the strides, a phase plane's rows and
-   columns, the phases' counts, the rows' phases, the columns' (positions outside the input are
-   never written: the scratch's zeros) */
+   per phase (a, b) read, xp[i][j] = padded x[i * sh + a][j * sw + b]; d = its kind (0),
+   planes, the input's rows and columns, the padding before, the strides, a phase plane's rows
+   and columns, the phases' counts, the rows' phases, the columns' (positions outside the
+   input are never written: the scratch's zeros) */
 void copy_phases(const S *x, S *xp, const long *d) {
+  d++; /* (the kind) */
   long planes = d[0], in_h = d[1], in_w = d[2], lo_h = d[3], lo_w = d[4], sh = d[5], sw = d[6];
   long eh = d[7], ew = d[8], nh = d[9], nw = d[10];
   const long *ph = d + 11, *pw = d + 11 + nh;
