@@ -604,7 +604,6 @@ def forward_step(
     # padding can crop the padded extent to less than the low padding)
     copied = [max(0, min(s, n_ - lo)) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
-    xp = None if f.unpadded else np.zeros(f.size, dtype)
     if wide is None:  # (the channels-wide layout has no bfloat16 pairs)
         wide = not pairs(dtype) and cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
     if wide and pairs(dtype):
@@ -614,6 +613,7 @@ def forward_step(
         if step is None:
             return None
         tables = _forward_tables(p, c, False)
+        xp = None if f.unpadded else np.zeros(f.size, dtype)
         args, wp = cconv_wide.step_args(
             x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy, relu,
             pool, threads, weight_constant, compute,
@@ -625,7 +625,7 @@ def forward_step(
     relaid = None if split is False else _relayout(*key[:3], itemsize)
     if relaid is not None and (split or relaid[1]):
         f = relaid[0]
-        xp = np.zeros(f.size, dtype)
+    xp = None if f.unpadded else np.zeros(f.size, dtype)
     samples = n if f.samples is None else f.samples
     src, dst, roff = f.tables
     wp = np.empty((f.panels * _MR * f.rows,), compute)
