@@ -184,15 +184,14 @@ def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
 
 
 def _extend_columns(width: int, out: int, out_channels: int, itemsize: int) -> bool:
-    """Whether the forward's columns run along the ``width`` of the rows they read (an
-    extended grid: one contiguous run per output row to pack, but ``width / out - 1`` of the
-    columns wasted on
-    every output channel) rather than the output's own width (no waste, but one run per
-    output row to pack and store). Per useful column, the waste costs ``waste * channels /
-    lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
-    runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out / lanes) / out``)
-    where packing copies runs a masked vector at a time, else `ELEMENT_COST` per element. The
-    columns are extended where the waste costs less."""
+    """Whether the forward's columns run along the ``width`` of the rows they read (an extended
+    grid: one contiguous run per output row to pack, but ``width / out - 1`` of the columns
+    wasted on every output channel) rather than the output's own width (no waste, but one
+    run per output row to pack and store). Per useful column, the waste costs ``waste *
+    channels / lanes`` vector multiply-adds (the channels padded to the micro-kernel's
+    rows); the short runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out /
+    lanes) / out``) where packing copies runs a masked vector at a time, else `ELEMENT_COST`
+    per element. The columns are extended where the waste costs less."""
     lanes = _VECTOR_BYTES // itemsize
     waste = width / out - 1
     extra = waste * (-(-out_channels // _MR) * _MR) / lanes
@@ -335,9 +334,8 @@ def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple |
         # (where the plain layout reads its panels in place already, along the padded width,
         # the side-by-side image's longer rows measured slower: each panel's rows then lie a
         # whole image row apart, more pages and streams than one sample's planes)
-        counted = _extend_columns(side.width, p.out_size[-1], cout, itemsize) and not _flat_columns(
-            p, cout, itemsize
-        )
+        packs_rows = not _flat_columns(p, cout, itemsize)
+        counted = packs_rows and _extend_columns(side.width, p.out_size[-1], cout, itemsize)
     last = (samples - 1) * c * plane + int(src[-1]) + int(roff[-1])
     layout = _Forward(
         c, cout, c * math.prod(p.kernel), (src, dst, roff), plane,

@@ -10,15 +10,15 @@ count of multiply-adds does not see (stores, packing, the memory traffic of shor
 it; nor does it see what a strided 3x3 layer's split copy gains or loses against packing its
 strided runs (on the layers measured, either way by a few percent), nor what the side-by-side
 batch's wasted gap columns cost against packing short rows. So the eager forward
-(kernels/cconv.py's per-thread steps) times the steps on the first
-call's own operands, alternating, and keeps the fastest one for the geometry for the rest of the
-process (a cached calibration: per geometry, dtype, epilogue, thread count and whether the
-weight's panels are kept packed between calls, in which case both are timed with their packing
-skipped, as they then run). Each is timed five times, the minimum kept (on one thread the
-calling thread's CPU time, which other processes' load inflates less than wall time). The
-layouts sum every output in the same order (bit-identical results, tested), so the choice
-changes the time only. ``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's
-steps use it always: kernels/cconv.py's `forward_step`).
+(kernels/cconv.py's per-thread steps) times the steps on the first call's own operands,
+alternating, and keeps the fastest one for the geometry for the rest of the process (a cached
+calibration: per geometry, dtype, epilogue, thread count and whether the weight's panels are
+kept packed between calls, in which case both are timed with their packing skipped, as they
+then run). Each is timed five times, the minimum kept (on one thread the calling thread's CPU
+time, which other processes' load inflates less than wall time). The layouts sum every output
+in the same order (bit-identical results, tested), so the choice changes the time only.
+``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's steps use it always:
+kernels/cconv.py's `forward_step`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = ["chosen", "layout", "measure"]
 
 _ROUNDS = 5
 # (x shape, w shape, plan, dtype, relu, threads, packed) -> the way that runs: (whether the
-# channels-wide layout, whether the column panels over the split input)
+# channels-wide layout, whether the column panels over the relaid input)
 _CHOSEN: dict = {}
 # each step's flag that its packed weight is current, then the slot of the weight it packed
 _PACKED_FLAGS = {False: (33, 34), True: (29, 30)}
@@ -82,10 +82,10 @@ def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tu
 
 def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> tuple | None:
     """(wide, split): the way that runs fastest on ``operands`` (x, w: contiguous) of the
-    channels-wide layout and the column panels over the padded or (a strided convolution) the
-    split input, measured once per geometry with ``make`` (kernels/cconv.py's `forward_step`),
-    or None (the counted choice: ``EMBER_CONV_LAYOUT=count``, or a layout that does not
-    apply)."""
+    channels-wide layout and the column panels over the padded or the relaid input (split by
+    stride phases, or the batch side by side: kernels/cconv.py's `_relayout`), measured once
+    per geometry with ``make`` (kernels/cconv.py's `forward_step`), or None (the counted
+    choice: ``EMBER_CONV_LAYOUT=count``, or a layout that does not apply)."""
     from . import cconv_packs, cpool
 
     if counted_only():
