@@ -308,7 +308,8 @@ def _forward_layout(
     )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=256)
+# (a side-by-side layout's tables grow with the batch: a few megabytes at batch 128 on 32x32)
+@functools.lru_cache(maxsize=32)
 def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple | None:
     """(the one-group forward's layout over its input relaid so that its columns' runs are
     contiguous, whether the counted choice takes it): a strided convolution's input split by
