@@ -2,7 +2,8 @@
 
 For the layer shapes CNNs use (CIFAR ResNet-18's stages at batch 64 or 128, 3x3 at stride 1
 and 2, the 1x1 stride-2 shortcuts; the zoo's ResNet-18 of base width 16, ``z*``: every
-distinct layer, its stem, stride-2 convolutions and shortcuts included; MobileNet's 1x1
+distinct layer, its stem, stride-2 convolutions and shortcuts included; ResNet-50's, ``R``
+(every distinct layer of onnx's light model: for ``--batch 1`` or ``8``); MobileNet's 1x1
 pointwise convolutions; U-Net's 3x3 and 2x2 stride-2 transposed convolutions), times ember's
 three convolution kernels (the forward, the input gradient and the weight gradient: the ops'
 ``run``, C where it applies, else NumPy) and PyTorch's (``F.conv2d``,
@@ -67,6 +68,30 @@ SHAPES = {
     "z4a 64x8x8 3x3/2": (64, 8, 128, 3, 2, 1, 1),
     "z4sc 64x8x8 1x1/2": (64, 8, 128, 1, 2, 0, 1),
     "z4 128x4x4 3x3": (128, 4, 128, 3, 1, 1, 1),
+    # ResNet-50 (onnx's light model; run with --batch 1 or 8): every distinct layer
+    "R stem 3x224 7x7/2": (3, 224, 64, 7, 2, 3, 1),
+    "R1a 64x56 1x1": (64, 56, 64, 1, 1, 0, 1),
+    "R1 64x56 3x3": (64, 56, 64, 3, 1, 1, 1),
+    "R1b 64>256x56 1x1": (64, 56, 256, 1, 1, 0, 1),
+    "R1c 256>64x56 1x1": (256, 56, 64, 1, 1, 0, 1),
+    "R2a 256>128x56 1x1": (256, 56, 128, 1, 1, 0, 1),
+    "R2s 128x56 3x3/2": (128, 56, 128, 3, 2, 1, 1),
+    "R2sc 256>512x56 1x1/2": (256, 56, 512, 1, 2, 0, 1),
+    "R2 128x28 3x3": (128, 28, 128, 3, 1, 1, 1),
+    "R2b 128>512x28 1x1": (128, 28, 512, 1, 1, 0, 1),
+    "R2c 512>128x28 1x1": (512, 28, 128, 1, 1, 0, 1),
+    "R3a 512>256x28 1x1": (512, 28, 256, 1, 1, 0, 1),
+    "R3s 256x28 3x3/2": (256, 28, 256, 3, 2, 1, 1),
+    "R3sc 512>1024x28 1x1/2": (512, 28, 1024, 1, 2, 0, 1),
+    "R3 256x14 3x3": (256, 14, 256, 3, 1, 1, 1),
+    "R3b 256>1024x14 1x1": (256, 14, 1024, 1, 1, 0, 1),
+    "R3c 1024>256x14 1x1": (1024, 14, 256, 1, 1, 0, 1),
+    "R4a 1024>512x14 1x1": (1024, 14, 512, 1, 1, 0, 1),
+    "R4s 512x14 3x3/2": (512, 14, 512, 3, 2, 1, 1),
+    "R4sc 1024>2048x14 1x1/2": (1024, 14, 2048, 1, 2, 0, 1),
+    "R4 512x7 3x3": (512, 7, 512, 3, 1, 1, 1),
+    "R4b 512>2048x7 1x1": (512, 7, 2048, 1, 1, 0, 1),
+    "R4c 2048>512x7 1x1": (2048, 7, 512, 1, 1, 0, 1),
 }
 
 

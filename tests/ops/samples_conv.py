@@ -112,6 +112,13 @@ SAMPLES = [
     ),
     conv_sample("mixed-padding", 2, (1, 2, 4, 5), (2, 2, 3, 3), padding=(0, 2), stride=(1, 3)),
     conv_sample("big-kernel", 2, (1, 1, 6, 6), (2, 1, 5, 5)),
+    # the forward's relaid inputs (kernels/cconv_split.py, kernels/cconv_side.py): a strided
+    # shortcut reading one stride phase, a stem's 7x7 stride 2, a batch of small planes
+    conv_sample("shortcut-1x1-stride2", 2, (2, 5, 6, 7), (9, 5, 1, 1), stride=2),
+    conv_sample(
+        "stem-7x7-stride2", 2, (2, 3, 11, 10), (4, 3, 7, 7), bias=True, stride=2, padding=3
+    ),
+    conv_sample("small-planes-batch", 2, (3, 4, 4, 4), (6, 4, 3, 3), padding=1),
     conv_sample("stride-pad", 1, (2, 3, 9), (4, 3, 3), bias=True, stride=2, padding=1),
     conv_sample(
         "same-grouped-dilated", 1, (2, 4, 8), (4, 2, 3), padding="same", dilation=2, groups=2

@@ -42,7 +42,17 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from . import cache_sizes, cconv_choice, cconv_col2im, cconv_packs, cconv_wide, chalf, conv_plan
+from . import (
+    cache_sizes,
+    cconv_choice,
+    cconv_col2im,
+    cconv_packs,
+    cconv_side,
+    cconv_split,
+    cconv_wide,
+    chalf,
+    conv_plan,
+)
 from .cconv_source import SOURCE as _KERNELS
 from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge, interior, scratch, source_region
@@ -167,19 +177,23 @@ def _grid_offsets(grid, steps) -> np.ndarray:
 
 
 def _flat_columns(p: Plan, out_channels: int, itemsize: int) -> bool:
-    """Whether the forward's columns run along the padded width (an extended grid: one
-    contiguous run per output row to pack, but ``padded / out - 1`` of the columns wasted on
-    every output channel) rather than the output's own width (no waste, but one run per
-    output row to pack and store). Per useful column, the waste costs ``waste * channels /
-    lanes`` vector multiply-adds (the channels padded to the micro-kernel's rows); the short
-    runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out / lanes) / out``)
-    where packing copies runs a masked vector at a time, else `ELEMENT_COST` per element. The
-    columns are extended where the waste costs less."""
+    """Whether the forward's columns run along the padded width (see `_extend_columns`)."""
     if p.stride[-1] != 1:
         return False
+    return _extend_columns(p.padded[-1], p.out_size[-1], out_channels, itemsize)
+
+
+def _extend_columns(width: int, out: int, out_channels: int, itemsize: int) -> bool:
+    """Whether the forward's columns run along the ``width`` of the rows they read (an extended
+    grid: one contiguous run per output row to pack, but ``width / out - 1`` of the columns
+    wasted on every output channel) rather than the output's own width (no waste, but one
+    run per output row to pack and store). Per useful column, the waste costs ``waste *
+    channels / lanes`` vector multiply-adds (the channels padded to the micro-kernel's
+    rows); the short runs cost `RUN_COST` per run of up to a vector (``RUN_COST * ceil(out /
+    lanes) / out``) where packing copies runs a masked vector at a time, else `ELEMENT_COST`
+    per element. The columns are extended where the waste costs less."""
     lanes = _VECTOR_BYTES // itemsize
-    out = p.out_size[-1]
-    waste = p.padded[-1] / out - 1
+    waste = width / out - 1
     extra = waste * (-(-out_channels // _MR) * _MR) / lanes
     if _masked_runs(itemsize):
         return extra <= RUN_COST * -(-out // lanes) / out
@@ -269,6 +283,10 @@ class _Forward(NamedTuple):
     m: int  # output positions per channel
     panels: int  # panels of _MR output channels per group
     unpadded: bool  # the kernel reads the input itself: no padding, no cropping, no tail
+    # the relayout copy's description (kernels/cconv_split.py, kernels/cconv_side.py), and the
+    # samples the kernel sees (None: the batch's; one where the batch is side by side)
+    split: np.ndarray | None = None
+    samples: int | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -288,6 +306,44 @@ def _forward_layout(
         cg, cog, cg * math.prod(p.kernel), (src, dst, roff), plane, size,
         math.prod(p.out_size), -(-cog // _MR), unpadded,
     )  # fmt: skip
+
+
+# (a side-by-side layout's tables grow with the batch: a few megabytes at batch 128 on 32x32)
+@functools.lru_cache(maxsize=32)
+def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple | None:
+    """(the one-group forward's layout over its input relaid so that its columns' runs are
+    contiguous, whether the counted choice takes it): a strided convolution's input split by
+    stride phases (kernels/cconv_split.py: where it reads fewer phases than there are), a
+    stride-1 batch side by side (kernels/cconv_side.py: where its gaps' wasted columns cost
+    less than packing the output rows, as `_extend_columns` counts, and the plain layout
+    packs them), or None."""
+    n, c = x_shape[:2]
+    cout = w_shape[0]
+    split = cconv_split.split_of(p)
+    if split is not None:
+        flat = _extend_columns(split.extent[-1], p.out_size[-1], cout, itemsize)
+        src, dst, roff = cconv_split.tables(p, split, c, flat)
+        plane, samples = split.plane, n
+        copy, counted = cconv_split.descriptor(p, split, n * c), cconv_split.reads_fewer(split)
+    else:
+        side = cconv_side.side_of(p, n)
+        if side is None:
+            return None
+        src, dst, roff = cconv_side.tables(p, side, n, c, cout)
+        plane, samples = side.plane, 1
+        copy = cconv_side.descriptor(p, side, n, c)
+        # (where the plain layout reads its panels in place already, along the padded width,
+        # the side-by-side image's longer rows measured slower: each panel's rows then lie a
+        # whole image row apart, more pages and streams than one sample's planes)
+        packs_rows = not _flat_columns(p, cout, itemsize)
+        counted = packs_rows and _extend_columns(side.width, p.out_size[-1], cout, itemsize)
+    last = (samples - 1) * c * plane + int(src[-1]) + int(roff[-1])
+    layout = _Forward(
+        c, cout, c * math.prod(p.kernel), (src, dst, roff), plane,
+        max(samples * c * plane, last + 1), math.prod(p.out_size), -(-cout // _MR), False,
+        copy, samples,
+    )  # fmt: skip
+    return layout, counted
 
 
 def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
@@ -459,10 +515,14 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, 
     if found is not None:
         charge(("cconv step", key), found[3], _step_kept)
     else:
-        wide = None if any_layout else False
+        # (a store into another array's phase keeps the plain column layout, whose store
+        # table forward_into maps)
+        wide, split = (None, None) if any_layout else (False, False)
         if operands is not None and any_layout and not pairs(dtype):
-            wide = cconv_choice.layout(x_shape, w_shape, p, dtype, relu, operands, forward_step)
-        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=wide)
+            way = cconv_choice.layout(x_shape, w_shape, p, dtype, relu, operands, forward_step)
+            if way is not None:
+                wide, split = way
+        made = forward_step(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)
         if made is None:
             return None
         step, args, keep = made
@@ -516,15 +576,18 @@ def _step_function(dtype: np.dtype, name: str = "conv_forward_step"):
 
 def forward_step(
     x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool,
-    weight_constant: bool = False, wide: bool | None = None,
+    weight_constant: bool = False, wide: bool | None = None, split: bool | None = None,
 ):  # fmt: skip
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
     (the step function, its argument block with zeros in the x, w, bias, out and mask slots
     0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
     the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
     one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
-    ``weight_constant``: the weight is the same unchanging array at every call (a graph's
-    constant), packed once."""
+    The column panels read the input relaid where ``split`` is True, or, where it is None,
+    where the count says so (`_relayout`): a strided convolution's split by stride phases
+    (kernels/cconv_split.py), a stride-1 batch side by side (kernels/cconv_side.py);
+    `forward_into`'s store tables are the plain layout's (False). ``weight_constant``: the
+    weight is the same unchanging array at every call (a graph's constant), packed once."""
     from . import cpool
 
     dtype = np.dtype(dtype)
@@ -540,7 +603,6 @@ def forward_step(
     # padding can crop the padded extent to less than the low padding)
     copied = [max(0, min(s, n_ - lo)) for lo, s, n_ in zip(p.lo, p.in_size, p.padded)]
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
-    xp = None if f.unpadded else np.zeros(f.size, dtype)
     if wide is None:  # (the channels-wide layout has no bfloat16 pairs)
         wide = not pairs(dtype) and cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
     if wide and pairs(dtype):
@@ -550,6 +612,7 @@ def forward_step(
         if step is None:
             return None
         tables = _forward_tables(p, c, False)
+        xp = None if f.unpadded else np.zeros(f.size, dtype)
         args, wp = cconv_wide.step_args(
             x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy, relu,
             pool, threads, weight_constant, compute,
@@ -558,15 +621,22 @@ def forward_step(
     step = _step_function(dtype)
     if step is None:
         return None
+    relaid = None if split is False else _relayout(*key[:3], itemsize)
+    if relaid is not None and (split or relaid[1]):
+        f = relaid[0]
+    xp = None if f.unpadded else np.zeros(f.size, dtype)
+    samples = n if f.samples is None else f.samples
     src, dst, roff = f.tables
     wp = np.empty((f.panels * _MR * f.rows,), compute)
     args = [0, 0, 0, 0, 0, 0 if xp is None else data_address(xp), data_address(wp)]
     args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [f.cog, f.rows, f.panels]
-    args += [f.panels, f.rows, n * len(src), f.cog, f.m, len(src), c * f.plane, f.cog * f.m]
+    args += [f.panels, f.rows, samples * len(src), f.cog, f.m, len(src), c * f.plane]
+    args += [f.cog * f.m]
     args += [int(relu), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
-    return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff)
+    args += [0 if f.split is None else data_address(f.split)]
+    return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)
 
 
 def _compute_itemsize(dtype) -> int:

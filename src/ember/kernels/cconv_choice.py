@@ -1,19 +1,24 @@
-"""Which layout an eager forward convolution runs, measured: the column panels' or the
+"""Which layout an eager forward convolution runs, measured: the column panels' (over the
+input as it is padded, or relaid: a strided convolution's split by stride phases,
+kernels/cconv_split.py, a stride-1 batch side by side, kernels/cconv_side.py) or the
 channels-wide one (kernels/cconv_wide.py), timed on the first call of each geometry.
 
 `cconv_wide.wins` counts the two layouts' multiply-adds (padding included); on a 1x1 layer at
 batch one (MobileNet's expansions: 256 positions, 32 rows, 192 channels) the count favours the
 channels-wide layout, which runs there at less than half the column layout's speed: what a
 count of multiply-adds does not see (stores, packing, the memory traffic of short rows) decides
-it. So the eager forward (kernels/cconv.py's per-thread steps) times both steps on the first
-call's own operands, alternating, and keeps the faster one for the geometry for the rest of the
-process (a cached calibration: per geometry, dtype, epilogue, thread count and whether the
-weight's panels are kept packed between calls, in which case both are timed with their packing
-skipped, as they then run). Each is timed five times, the minimum kept (on one thread the
-calling thread's CPU time, which other processes' load inflates less than wall time). The two
-layouts sum every output in the same order (bit-identical results, tested), so the choice
-changes the time only. ``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's
-steps use it always: kernels/cconv.py's `forward_step`).
+it; nor does it see what a strided 3x3 layer's split copy gains or loses against packing its
+strided runs (on the layers measured, either way by a few percent), nor what the side-by-side
+batch's wasted gap columns cost against packing short rows. So the eager forward
+(kernels/cconv.py's per-thread steps) times the steps on the first call's own operands,
+alternating, and keeps the fastest one for the geometry for the rest of the process (a cached
+calibration: per geometry, dtype, epilogue, thread count and whether the weight's panels are
+kept packed between calls, in which case both are timed with their packing skipped, as they
+then run). Each is timed five times, the minimum kept (on one thread the calling thread's CPU
+time, which other processes' load inflates less than wall time). The layouts sum every output
+in the same order (bit-identical results, tested), so the choice changes the time only.
+``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's steps use it always:
+kernels/cconv.py's `forward_step`).
 """
 
 from __future__ import annotations
@@ -24,21 +29,23 @@ import time
 
 import numpy as np
 
+from . import cconv_side, cconv_split
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import interleaved
 
 __all__ = ["chosen", "layout", "measure"]
 
 _ROUNDS = 5
-# (x shape, w shape, plan, dtype, relu, threads, packed) -> whether the channels-wide runs
+# (x shape, w shape, plan, dtype, relu, threads, packed) -> the way that runs: (whether the
+# channels-wide layout, whether the column panels over the relaid input)
 _CHOSEN: dict = {}
 # each step's flag that its packed weight is current, then the slot of the weight it packed
 _PACKED_FLAGS = {False: (33, 34), True: (29, 30)}
 
 
-def chosen(key: tuple) -> bool | None:
-    """The measured choice for ``key`` (True: channels-wide), or None: not measured yet (or
-    ``EMBER_CONV_LAYOUT=count``: never)."""
+def chosen(key: tuple) -> tuple | None:
+    """The measured choice for ``key`` ((wide, split), as `layout` returns it), or None: not
+    measured yet (or ``EMBER_CONV_LAYOUT=count``: never)."""
     return _CHOSEN.get(key)
 
 
@@ -46,21 +53,21 @@ def counted_only() -> bool:
     return os.environ.get("EMBER_CONV_LAYOUT", "") == "count"
 
 
-def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tuple) -> bool:
-    """Time ``steps`` ({wide: (callable, argument block)}: the two layouts' fresh steps for
+def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tuple) -> tuple:
+    """Time ``steps`` ({(wide, split): (callable, argument block)}: the layouts' fresh steps for
     ``key``) on ``x`` and ``w`` (contiguous) into a scratch result of ``out_shape``, keep and
-    return whether the channels-wide one was faster. ``key[-1]``: the weight's panels are kept
-    between calls, so both run with their packing skipped after a first packing call."""
+    return the fastest one's (wide, split). ``key[-1]``: the weight's panels are kept between
+    calls, so every step runs with its packing skipped after a first packing call."""
     packed = key[-1]
     out = np.empty(out_shape, x.dtype)
     blocks = {}
-    for wide, (call, args) in steps.items():
+    for way, (call, args) in steps.items():
         a = args.copy()  # (the kept block stays as made)
         a[0], a[1], a[3], a[2], a[4] = data_address(x), data_address(w), data_address(out), 0, 0
-        flag, last = _PACKED_FLAGS[wide]
+        flag, last = _PACKED_FLAGS[way[0]]
         a[flag], a[last] = int(packed), 0
         call(data_address(a))  # (a first call: it packs the weight where it is kept)
-        blocks[wide] = (call, a, data_address(a))  # (a kept: its address is read)
+        blocks[way] = (call, a, data_address(a))  # (a kept: its address is read)
     # (one thread: the calling thread's CPU time, which a loaded machine's other processes do
     # not inflate; more threads: wall time)
     clock = time.thread_time if key[5] == 1 else time.perf_counter
@@ -68,16 +75,17 @@ def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tu
     times = interleaved(
         [functools.partial(blocks[w][0], blocks[w][2]) for w in order], _ROUNDS, clock=clock
     )
-    best = {w: min(t) for w, t in zip(order, times)}
-    choice = _CHOSEN[key] = best[True] < best[False]
+    best = {way: min(t) for way, t in zip(order, times)}
+    choice = _CHOSEN[key] = min(order, key=best.__getitem__)
     return choice
 
 
-def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> bool | None:
-    """Whether the channels-wide layout runs faster on ``operands`` (x, w: contiguous) than
-    the column panels, measured once per geometry with ``make`` (kernels/cconv.py's
-    `forward_step`), or None (the counted choice: ``EMBER_CONV_LAYOUT=count``, or a layout
-    that does not apply)."""
+def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> tuple | None:
+    """(wide, split): the way that runs fastest on ``operands`` (x, w: contiguous) of the
+    channels-wide layout and the column panels over the padded or the relaid input (split by
+    stride phases, or the batch side by side: kernels/cconv.py's `_relayout`), measured once
+    per geometry with ``make`` (kernels/cconv.py's `forward_step`), or None (the counted
+    choice: ``EMBER_CONV_LAYOUT=count``, or a layout that does not apply)."""
     from . import cconv_packs, cpool
 
     if counted_only():
@@ -88,11 +96,14 @@ def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> bool | Non
     found = _CHOSEN.get(key)
     if found is None:
         steps = {}
-        for wide in (False, True):
-            made = make(x_shape, w_shape, p, dtype, relu, wide=wide)
+        ways = [(False, False), (True, False)]
+        if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]):
+            ways.append((False, True))
+        for wide, split in ways:
+            made = make(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)
             if made is None:
                 return None
-            steps[wide] = (STEP_CALL(function_address(made[0])), made[1], made[2])
+            steps[wide, split] = (STEP_CALL(function_address(made[0])), made[1], made[2])
         out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
         found = measure(key, {k: v[:2] for k, v in steps.items()}, x, w, out_shape)
     return found

@@ -26,6 +26,8 @@ Both share work over ember's thread pool (kernels/cpool.py) when given one. The 
 gradients' C is kernels/cconv_weight_source.py's, appended here: one library holds both.
 """
 
+from .cconv_side import SIDE_SOURCE
+from .cconv_split import SPLIT_SOURCE
 from .cconv_weight_source import WEIGHT_SOURCE
 from .cmicro import MICRO, MICRO_PAIRS, MICRO_ROWS
 
@@ -529,7 +531,9 @@ void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned ch
    packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
    group, whether the weight is the graph's constant, the weight packed last (0: none), then
    the weight's gather (0: none; a strided input gradient's phase, kernels/cconv_phases.py):
-   its output channel's stride and a table of each row's offset, w's values read in place */
+   its output channel's stride and a table of each row's offset, w's values read in place;
+   then the relayout copy's description (0: the padded copy; kernels/cconv_split.py,
+   kernels/cconv_side.py) */
 /* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
    columns copied, the input's rows and columns, the padding before, the padded rows and
    columns */
@@ -552,11 +556,20 @@ void copy_padded_wide(const S *x, T *xp, const long *c) {
       copy_run(xp + (p * hp + r + lo_h) * wpd + lo_w, x + (p * in_h + r) * in_w, wd);
 }
 
+"""
+    + SPLIT_SOURCE
+    + SIDE_SOURCE
+    + r"""
 void conv_forward_step(const long *a) {
   const S *x = (const S *)a[0], *w = (const S *)a[1];
   S *xp = (S *)a[5];
   P *wp = (P *)a[6];
-  if (xp) copy_padded(x, xp, a + 10);
+  /* (a[37]: the input's relayout: a strided input split by its phases, kernels/cconv_split.py,
+     or a batch side by side, kernels/cconv_side.py) */
+  const long *relayout = (const long *)a[37];
+  if (xp && relayout && relayout[0] == 1) copy_side(x, xp, relayout);
+  else if (xp && relayout) copy_phases(x, xp, relayout);
+  else if (xp) copy_padded(x, xp, a + 10);
   long cout = a[19], rows = a[20], panels = a[21], kp = PACKED_K(rows);
   /* value q of output channel co: w[co * rows + q], or the gather's */
   const long *woff = (const long *)a[36];
