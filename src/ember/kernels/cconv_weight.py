@@ -26,23 +26,9 @@ from typing import NamedTuple
 import numpy as np
 
 from . import cconv, chalf
-from .cconv import (
-    _BLOCKS,
-    _C,
-    _HALF,
-    _L,
-    _MAX_WASTE,
-    _MR,
-    _P,
-    _VECTOR_BYTES,
-    _address,
-    _grid_offsets,
-    _padded,
-    _row_offsets,
-    _segments,
-    _strides,
-)
+from .cconv import _BLOCKS, _C, _HALF, _L, _MAX_WASTE, _MR, _P, _VECTOR_BYTES
 from .cconv_source import SOURCE
+from .cconv_tables import _address, _grid_offsets, _padded, _row_offsets, _segments, _strides
 from .conv_plan import Plan, interior, scratch, source_region
 from .cstep import data_address
 
@@ -190,7 +176,7 @@ def _wide_copy_function(dtype: np.dtype):
 
 
 def _padded_wide(x, p: Plan, size: int, tag: str) -> np.ndarray:
-    """`cconv._padded` of a half-precision ``x`` into a float32 scratch, widened as it is
+    """`cconv_tables._padded` of a half-precision ``x`` into a float32 scratch, widened as it is
     copied (in C for a 2-d convolution's input)."""
     n, c = x.shape[:2]
     buf = scratch(tag, (size,), np.float32, fill=0, key=(p, n, c))
