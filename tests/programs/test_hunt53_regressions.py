@@ -101,3 +101,41 @@ def test_cholesky_solve_and_inverse_gradients_are_the_full_factors(upper):
 
     want, got = _both(program)
     _assert_same(want, got)
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+def test_quantile_is_differentiable_in_a_tensor_q(fn, interpolation):
+    def program(lib):
+        x = lib.tensor(
+            [[1.0, 5.0, np.nan, 8.0, 3.0], [0.0, 1.0, 2.0, 3.0, 9.0]], requires_grad=True
+        )
+        q = lib.tensor([0.0, 0.4, 0.85, 1.0], requires_grad=True)
+        y = getattr(lib, fn)(x, q, dim=1, keepdim=True, interpolation=interpolation)
+        weights = lib.arange(8.0).reshape(4, 1, 2)
+        gx, gq = lib.autograd.grad((y * weights).sum(), [x, q], allow_unused=True)
+        # (the rounded modes and midpoint are constant in q: PyTorch's q is unused there)
+        return [y, gx] + ([] if gq is None else [gq])
+
+    want, got = _both(program)
+    _assert_same(want, got)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "amax", "amin"])
+def test_max_of_all_elements_shares_its_gradient_among_the_nans(reduce):
+    """max()/min() over every element: PyTorch's evenly_distribute_backward (the ties, or the
+    NaNs where there is one); amax/amin: NaN everywhere where the result is NaN."""
+
+    def program(lib):
+        out = []
+        for data in ([[1.0, 3.0, 3.0], [2.0, 3.0, 0.0]], [[1.0, np.nan, 3.0], [np.nan, 2.0, 0.0]]):
+            x = lib.tensor(data, requires_grad=True)
+            y = getattr(x, reduce)()
+            out += [y, lib.autograd.grad(y * 6.0, x)[0]]
+        return out
+
+    want, got = _both(program)
+    _assert_same(want, got)
+    f = ember.function(lambda x: ember.autograd.grad(getattr(x, reduce)(), x)[0])
+    x = ember.tensor([[1.0, np.nan, 3.0], [np.nan, 2.0, 0.0]], requires_grad=True)
+    np.testing.assert_allclose(f(x).numpy(), want[3] / 6.0, equal_nan=True)
