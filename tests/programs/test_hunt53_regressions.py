@@ -197,3 +197,43 @@ def test_integer_inputs_compute_or_are_refused_as_pytorchs(name, dtype):
         _assert_same(want, got)
         if want[0].dtype.kind in "iub":
             assert np.array_equal(want[0], got[0])  # (integers: exactly)
+
+
+def _refusal_programs():
+    """Integer and bool inputs PyTorch's CPU kernels refuse (NotImplementedError) where
+    ember's NumPy kernels would compute: the 1-d max pool without indices, the adaptive max
+    pools, nearest interpolation but for uint8, unfold/fold of integers, cosine similarity."""
+
+    def f(lib, name):
+        return getattr(lib.nn.functional, name)
+
+    return {
+        "max_pool1d": lambda L, x: f(L, "max_pool1d")(x[:, :, 0], 2),
+        "max_pool1d_indices": lambda L, x: f(L, "max_pool1d")(x[:, :, 0], 2, return_indices=True)[
+            0
+        ],
+        "max_pool2d": lambda L, x: f(L, "max_pool2d")(x, 2),
+        "adaptive_max_pool1d": lambda L, x: f(L, "adaptive_max_pool1d")(x[:, :, 0], 2),
+        "adaptive_max_pool2d": lambda L, x: f(L, "adaptive_max_pool2d")(x, 2),
+        "nearest": lambda L, x: f(L, "interpolate")(x, scale_factor=2),
+        "nearest_exact_1d": lambda L, x: f(L, "interpolate")(
+            x[:, :, 0], scale_factor=2, mode="nearest-exact"
+        ),
+        "upsample": lambda L, x: L.nn.Upsample(scale_factor=2)(x),
+        "unfold": lambda L, x: f(L, "unfold")(x, 2),
+        "fold": lambda L, x: f(L, "fold")(x.reshape(2, 12, 16), (5, 5), 2),
+        "cosine_similarity": lambda L, x: f(L, "cosine_similarity")(x, x),
+    }
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool", "float32"])
+@pytest.mark.parametrize("name", sorted(_refusal_programs()))
+def test_integer_inputs_refused_as_pytorchs(name, dtype):
+    program = _refusal_programs()[name]
+    data = np.arange(2 * 3 * 8 * 8).reshape(2, 3, 8, 8) % 5
+    want, got = _both(lambda lib: [program(lib, lib.tensor(data).to(getattr(lib, dtype)))])
+    if isinstance(want, type):
+        assert isinstance(got, type) and issubclass(got, ember.EmberError), (want, got)
+        assert issubclass(got, want), (want, got)  # (NotImplementedError where PyTorch's is)
+    else:
+        _assert_same(want, got)
