@@ -237,3 +237,27 @@ def test_integer_inputs_refused_as_pytorchs(name, dtype):
         assert issubclass(got, want), (want, got)  # (NotImplementedError where PyTorch's is)
     else:
         _assert_same(want, got)
+
+
+def test_compile_runs_a_module_with_backward_hooks_eagerly():
+    """torch.compile of a model with a full backward hook (Grad-CAM style): PyTorch breaks the
+    graph there; ember.compile falls back to eager (a TraceError, with its warning) and the
+    hook runs, where it raised."""
+
+    def program(lib):
+        lib.manual_seed(0)
+        m = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2))
+        seen = []
+        m[1].register_full_backward_hook(lambda mod, gi, go: seen.append(1) or (gi[0] * 0.5,))
+        compiled = lib.compile(m, backend="eager") if lib is torch else lib.compile(m)
+        x = lib.ones(2, 3, requires_grad=True)
+        compiled(x).sum().backward()
+        return [x.grad, m[0].weight.grad, lib.tensor(float(len(seen)))]
+
+    with pytest.warns(UserWarning, match="could not be captured whole"):
+        want, got = _both(program)
+    _assert_same(want, got)
+    with pytest.raises(ember.TraceError, match="backward hooks"):
+        m = ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.Tanh())
+        m[1].register_full_backward_hook(lambda mod, gi, go: None)
+        ember.function(lambda x: m(x).sum())(ember.ones(2, 3, requires_grad=True))
