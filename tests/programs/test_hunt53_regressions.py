@@ -261,3 +261,49 @@ def test_compile_runs_a_module_with_backward_hooks_eagerly():
         m = ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.Tanh())
         m[1].register_full_backward_hook(lambda mod, gi, go: None)
         ember.function(lambda x: m(x).sum())(ember.ones(2, 3, requires_grad=True))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loaders_read_samples_through_the_datasets_own_methods(workers):
+    """A TensorDataset subclass overriding __getitem__ (a transform) was gathered by ember's
+    whole-batch fast path, skipping the override; a dataset's __getitems__ was ignored. Batches
+    of tuple samples are lists, as PyTorch's default_collate makes them."""
+
+    def program(lib):
+        data = lib.utils.data
+
+        class Scaled(data.TensorDataset):
+            def __getitem__(self, i):
+                x, y = super().__getitem__(i)
+                return x * 100, y
+
+        class Batched(data.Dataset):
+            def __len__(self):
+                return 6
+
+            def __getitem__(self, i):
+                return i
+
+            def __getitems__(self, indices):
+                return [lib.tensor(i * 10) for i in indices]
+
+        scaled = Scaled(lib.arange(6.0), lib.arange(6))
+        out = []
+        for ds in (
+            scaled,
+            data.Subset(scaled, [5, 1, 3]),
+            Batched(),
+            data.Subset(Batched(), [4, 2]),
+        ):
+            for batch in data.DataLoader(ds, batch_size=4, num_workers=workers):
+                out.append(type(batch).__name__)
+                out += list(batch) if isinstance(batch, list) else [batch]
+        plain = data.DataLoader(data.TensorDataset(lib.arange(4.0), lib.arange(4)), batch_size=2)
+        out += [type(b).__name__ for b in plain]
+        return out
+
+    want, got = _both(program)
+    assert [w for w in want if isinstance(w, str)] == [g for g in got if isinstance(g, str)]
+    _assert_same(
+        [w for w in want if not isinstance(w, str)], [g for g in got if not isinstance(g, str)]
+    )
