@@ -306,10 +306,14 @@ def test_dtype_errors():
     x = ember.zeros(1, 2, 5, 5)
     with pytest.raises(ember.DTypeError, match="conv2d"):
         F.conv2d(x, ember.zeros(3, 2, 3, 3, dtype=ember.float64))
+    # (integer convolutions and int64 average pools compute, as PyTorch's CPU kernels:
+    # tests/programs/test_hunt53_regressions.py; bool ones and other integer pools do not)
     with pytest.raises(ember.DTypeError, match="conv2d"):
-        F.conv2d(x.long(), ember.zeros(3, 2, 3, 3).long())
+        F.conv2d(x.bool(), ember.zeros(3, 2, 3, 3).bool())
+    with pytest.raises(ember.DTypeError, match="conv_transpose2d"):
+        F.conv_transpose2d(x.int(), ember.zeros(2, 3, 3, 3).int())
     with pytest.raises(ember.DTypeError, match="avg_pool2d"):
-        F.avg_pool2d(x.long(), 2)
+        F.avg_pool2d(x.int(), 2)
 
 
 # ------------------------------------------------------------------------------ costs

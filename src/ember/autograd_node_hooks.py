@@ -62,18 +62,20 @@ def _replaced(result, old, what: str):
     result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(result) != len(old):
         raise AutogradError(
-            f"a node {what} hook returned {len(result)} gradients for {len(old)}", op="backward"
+            f"a node's {what} returned {len(result)} gradients, expected {len(old)} (one per "
+            "gradient it was given)",
+            op="backward",
         )
     return result
 
 
 def run_prehooks(extras: dict, grads: list) -> list:
     for hook in list(extras["pre"].values()):
-        grads = list(_replaced(hook(tuple(grads)), tuple(grads), "pre-"))
+        grads = list(_replaced(hook(tuple(grads)), tuple(grads), "pre-hook"))
     return grads
 
 
 def run_hooks(extras: dict, in_grads, grads) -> tuple:
     for hook in list(extras["post"].values()):
-        in_grads = _replaced(hook(tuple(in_grads), tuple(grads)), tuple(in_grads), "")
+        in_grads = _replaced(hook(tuple(in_grads), tuple(grads)), tuple(in_grads), "hook")
     return in_grads

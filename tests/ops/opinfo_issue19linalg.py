@@ -569,22 +569,17 @@ def _cholesky_solve_samples(grad=False):
         S(RHS, np.swapaxes(CHOL, -1, -2), True, desc="upper", grad=grad),
         S(RHS[0], CHOL, desc="B broadcast", grad=grad),
         S(RHS, CHOL, desc="strided", strided=True, grad=grad),
+        S(RHS, CHOL + 0.1, desc="nonzero other triangle", grad=grad),
     ]
 
 
-def _cholesky_solve_triangle(lib, b, factor, upper=False):
-    """The gradient of the factor's triangle: PyTorch's is that of a full L in A = L L^T,
-    nonzero in the triangle neither library reads; both agree on the triangle."""
-    factor = factor.triu() if upper else factor.tril()
-    return lib.mod.cholesky_solve(b, factor, upper)
-
-
 def _cholesky_inverse_samples(grad):
-    """(as cholesky_solve: the gradient samples read and differentiate the triangle only)"""
+    """(the gradient samples: PyTorch's gradient is that of the full factor, both triangles)"""
     return [
         S(CHOL, desc="lower", grad=grad),
         S(np.swapaxes(CHOL, -1, -2), True, desc="upper", grad=grad),
         S(CHOL[0], desc="one", grad=grad),
+        S(CHOL + 0.1, desc="nonzero other triangle", grad=grad),
     ]
 
 
@@ -593,7 +588,6 @@ OPS += [
     OpInfo(
         "cholesky_solve",
         lambda: _cholesky_solve_samples(grad=True),
-        call=_cholesky_solve_triangle,
         spellings=("T",),
         dtypes=FLOATS,
     ),
@@ -601,9 +595,6 @@ OPS += [
     OpInfo(
         "cholesky_inverse",
         lambda: _cholesky_inverse_samples(True),
-        call=lambda lib, f, upper=False: lib.mod.cholesky_inverse(
-            f.triu() if upper else f.tril(), upper
-        ),
         spellings=("T",),
         dtypes=FLOATS,
     ),

@@ -60,6 +60,20 @@ SAMPLES = [
         (SQ, RHS),
         lambda a, b: torch().linalg.solve_triangular(a, b, upper=True),
     ),
+    # (the factor's triangle taken first: PyTorch's gradient is the full factor's, which finite
+    # differences of the value, reading the triangle only, do not see)
+    Sample(
+        "cholesky_solve",
+        lambda b, f: ember.cholesky_solve(b, f.tril()),
+        (RHS, SPD),
+        lambda b, f: torch().cholesky_solve(b, f.tril()),
+    ),
+    Sample(
+        "cholesky_inverse",
+        lambda f: ember.cholesky_inverse(f.triu(), upper=True),
+        (SPD,),
+        lambda f: torch().cholesky_inverse(f.triu(), upper=True),
+    ),
     Sample(
         "linalg.cholesky",
         lambda a: ember.linalg.cholesky(_sym(a)),

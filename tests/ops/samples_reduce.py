@@ -105,6 +105,17 @@ SAMPLES += [
         torch_fn=lambda a: tuple(torch().min(a, -1, keepdim=True)),
     ),
     Sample("max/all", lambda a: a.max(), (A,), torch_fn=lambda a: a.max()),
+    Sample("min/all", lambda a: ember.min(a), (A,), torch_fn=lambda a: torch().min(a)),
+    # (max()'s gradient shared by the ties, or by the NaNs where there is one: PyTorch's
+    # evenly_distribute_backward; amax's is NaN there)
+    Sample("max/all-ties", lambda a: a.max(), (TIES,), torch_fn=lambda a: a.max(), fd=False),
+    Sample(
+        "min/all-nan",
+        lambda a: a.min(),
+        (np.array([[1.0, np.nan, 3.0], [np.nan, 2.0, 0.0]]),),
+        torch_fn=lambda a: a.min(),
+        fd=False,
+    ),
     Sample(
         "argmax",
         lambda a: (ember.argmax(a), ember.argmax(a, 1), ember.argmax(a, -1, keepdim=True)),

@@ -56,6 +56,18 @@ def test_values_and_gradients_equal_pytorchs(dtype):
     np.testing.assert_allclose(got_2.numpy(), exact_2.astype(dtype), rtol=16 * eps, atol=tiny)
 
 
+def test_the_gradient_at_infinities_is_pytorchs_nan():
+    # PyTorch differentiates its composite x / (1 + |x|): inf / inf at +-inf
+    x = [float("inf"), -float("inf"), float("nan"), 0.0, 3.0]
+    t = torch.tensor(x, requires_grad=True)
+    e = ember.tensor(x, requires_grad=True)
+    torch.nn.functional.softsign(t).sum().backward()
+    F.softsign(e).sum().backward()
+    np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+    f = ember.function(lambda v: ember.autograd.grad(F.softsign(v).sum(), v)[0])
+    np.testing.assert_allclose(f(e.detach().requires_grad_()).numpy(), t.grad.numpy(), rtol=1e-6)
+
+
 def test_the_module_and_the_functional_form_agree():
     x = ember.tensor(_values(np.float32))
     np.testing.assert_array_equal(ember.nn.Softsign()(x).numpy(), F.softsign(x).numpy())

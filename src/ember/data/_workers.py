@@ -49,6 +49,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..tensor import Tensor
+from .dataset import fetch_samples
 from .worker_info import WorkerInfo, set_worker_info
 
 SHM_DIR = "/dev/shm"
@@ -327,7 +328,7 @@ def worker_loop(spec: WorkerSpec, worker_id, index_queue, result_queue, base_see
                 elif collate is None:
                     batch = spec.dataset.fetch_batch(indices)
                 else:
-                    batch = collate([spec.dataset[int(i)] for i in indices])
+                    batch = collate(fetch_samples(spec.dataset, indices))
             result_queue.put((task_id, epoch, worker_id, _OK, pack(batch, encode)))
         except Exception as exc:
             result_queue.put((task_id, epoch, worker_id, _ERR, _RemoteError(exc, where)))

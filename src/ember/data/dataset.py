@@ -24,6 +24,26 @@ from ..tensor import Tensor
 from .collate import default_collate
 
 
+def fetch_samples(dataset, indices) -> list:
+    """The samples at ``indices``, as PyTorch's map-style fetcher reads them: the dataset's
+    ``__getitems__`` (given the indices as a list of ints) where it defines one, else its
+    ``__getitem__`` one index at a time."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if getitems:
+        return getitems([int(i) for i in indices])
+    return [dataset[int(i)] for i in indices]
+
+
+def reads_as(dataset, cls) -> bool:
+    """Whether ``dataset`` reads its samples as ``cls`` does (no subclass overrides
+    ``__getitem__`` or ``__getitems__``), so ``cls``'s gathering ``fetch_batch`` gives what
+    they would: a subclass's own reading (a transform, a random crop) must run."""
+    kind = type(dataset)
+    return kind.__getitem__ is cls.__getitem__ and getattr(kind, "__getitems__", None) is getattr(
+        cls, "__getitems__", None
+    )
+
+
 class Dataset:
     """Base class of map-style datasets: subclasses define ``__getitem__`` and ``__len__``."""
 
@@ -34,8 +54,8 @@ class Dataset:
         raise NotImplementedError(f"{type(self).__name__} must define __len__")
 
     def fetch_batch(self, indices: np.ndarray):
-        """The default-collated batch of the samples at ``indices``."""
-        return default_collate([self[int(i)] for i in indices])
+        """The default-collated batch of the samples at ``indices`` (`fetch_samples`)."""
+        return default_collate(fetch_samples(self, indices))
 
     def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
@@ -65,8 +85,11 @@ class TensorDataset(Dataset):
     def __len__(self) -> int:
         return self.tensors[0].shape[0]
 
-    def fetch_batch(self, indices: np.ndarray) -> tuple:
-        return tuple(gather_rows(t, indices) for t in self.tensors)
+    def fetch_batch(self, indices: np.ndarray):
+        if not reads_as(self, TensorDataset):
+            return Dataset.fetch_batch(self, indices)
+        # (a list: PyTorch's default_collate of tuple samples)
+        return [gather_rows(t, indices) for t in self.tensors]
 
 
 def gather_rows(t: Tensor, indices: np.ndarray) -> Tensor:
@@ -93,14 +116,20 @@ class Subset(Dataset):
             return [self.dataset[self.indices[i]] for i in index]
         return self.dataset[int(self._index_array[index])]
 
+    def __getitems__(self, indices: list) -> list:
+        # (PyTorch's: the inner dataset's __getitems__ where it has one)
+        return fetch_samples(self.dataset, [self._index_array[i] for i in indices])
+
     def __len__(self) -> int:
         return len(self.indices)
 
     def fetch_batch(self, indices: np.ndarray):
+        if not reads_as(self, Subset):
+            return Dataset.fetch_batch(self, indices)
         inner = self._index_array[indices]
         fetch = getattr(self.dataset, "fetch_batch", None)
         if fetch is None:
-            return default_collate([self.dataset[int(i)] for i in inner])
+            return default_collate(fetch_samples(self.dataset, inner))
         return fetch(inner)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import DatasetError
 from ..tensor import Tensor
 from .collate import default_collate
-from .dataset import Dataset, gather_rows
+from .dataset import Dataset, fetch_samples, gather_rows, reads_as
 from .idx import read_idx
 
 DIGITS_FILE = os.path.join(os.path.dirname(__file__), "_files", "digits.csv.gz")
@@ -85,9 +85,10 @@ class LabeledImages(Dataset):
         return image, label
 
     def fetch_batch(self, indices: np.ndarray):
-        if self.transform is None and self.target_transform is None:
-            return gather_rows(self.data, indices), gather_rows(self.targets, indices)
-        return default_collate([self[int(i)] for i in indices])
+        plain = self.transform is None and self.target_transform is None
+        if plain and reads_as(self, LabeledImages):
+            return [gather_rows(self.data, indices), gather_rows(self.targets, indices)]
+        return default_collate(fetch_samples(self, indices))
 
     def __repr__(self) -> str:
         return (

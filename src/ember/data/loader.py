@@ -46,6 +46,7 @@ import numpy as np
 from .. import random_streams as streams
 from ..errors import ArgumentTypeError, ShapeError, StateDictError
 from ..random import Generator, resolve
+from .dataset import fetch_samples
 from .iterable import IterableDataset
 from .rng import batch_scope
 from .sampler import own_generator
@@ -266,7 +267,7 @@ class DataLoader:
             with batch_scope(base_seed, b):
                 if gather is not None:
                     return gather(batches[b])
-                return collate([dataset[int(i)] for i in batches[b]])
+                return collate(fetch_samples(dataset, batches[b]))
 
         return fetch
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
@@ -235,10 +237,17 @@ def logsigmoid(input):
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN, as in PyTorch); one op
     each way (ops/shrink.py), whose gradient differentiates again to zeros in ``x``."""
-    x = _activation("threshold", input)
+    x = to_tensor(input)
+    if not x.dtype.is_integer:
+        # (integer tensors are thresholded as they are, PyTorch's CPU kernel's; bool refused)
+        x = _activation("threshold", x)
     if _items.any_item(threshold, value):
         return _maybe_inplace("threshold", x, inplace, lambda t: IA.threshold(t, threshold, value))
     th, v = float(threshold), float(value)
+    if x.dtype.is_integer and math.isfinite(th) and math.isfinite(v):
+        # PyTorch casts both to the tensor's dtype first: C's truncation (-0.5 is 0), wrapping
+        # (-1 is uint8's 255)
+        th, v = (float(np.int64(int(a)).astype(x.dtype.np)) for a in (th, v))
     return _maybe_inplace(
         "threshold", x, inplace, lambda t: apply(THRESHOLD, t, threshold=th, value=v)
     )

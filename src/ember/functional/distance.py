@@ -10,7 +10,7 @@ them), which the ``where`` around the square root below encodes.
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -53,7 +53,13 @@ def _p_norm(d, p: float, dim: int, keepdim: bool):
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     """``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps))`` along ``dim``, after broadcasting
     the inputs (PyTorch 2.x's formula: each vector is normalised by its own clamped norm)."""
-    a, b = E.broadcast_tensors(*promote(to_tensor(x1), to_tensor(x2), floating=True))
+    a, b = to_tensor(x1), to_tensor(x2)
+    if not (a.dtype.is_floating_point or b.dtype.is_floating_point):
+        raise DTypeError(
+            f"expected a floating-point operand, got {a.dtype} and {b.dtype} (as PyTorch)",
+            op="cosine_similarity",
+        )
+    a, b = E.broadcast_tensors(*promote(a, b, floating=True))
     d = dim_arg("cosine_similarity", dim, a.ndim)
     eps = _items.number(eps)
 

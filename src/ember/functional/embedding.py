@@ -97,7 +97,8 @@ def embedding(
         )
         return input.with_values(rows)
     idx = _indices(input)
-    weight = float_input("embedding", weight, "weight", complex_ok=True)
+    # (any dtype: a table of integers or bools is looked up as PyTorch's)
+    weight = to_tensor(weight)
     refuse_complex_grad("embedding", weight, ": look the rows up under no_grad")
     if weight.ndim != 2:
         raise ShapeError(
@@ -109,6 +110,7 @@ def embedding(
     pad = _padding_index(padding_idx, num)
     flat = E.reshape(idx, (-1,))
     if max_norm is not None:
+        float_input("embedding", weight, "weight with max_norm", complex_ok=True)
         _renorm_rows(weight, flat, float(max_norm), float(norm_type))
     if sparse and _sparse_gradient(weight):
         rows = EmbeddingSparse.apply(flat, weight, pad, bool(scale_grad_by_freq))
@@ -120,7 +122,8 @@ def embedding(
     if pad is not None and weight.requires_grad and is_grad_enabled():
         # (the padding row's lookups pass no gradient; without one recorded, the rows as read)
         rows = E.where(E.reshape(flat == pad, (-1, 1)), rows.detach(), rows)
-    if scale_grad_by_freq:
+    if scale_grad_by_freq and (weight.dtype.is_floating_point or weight.dtype.is_complex):
+        # (only a gradient is scaled: integer and bool tables have none)
         ones = E.ones(tuple(flat.shape), dtype=weight.dtype)
         counts = E.scatter_add(E.zeros((num,), dtype=weight.dtype), 0, flat, ones)
         per_position = E.reshape(E.index_select(counts, 0, flat), (-1, 1))

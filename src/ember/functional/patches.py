@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import export
-from ..ops._util import fmt_shape
+from ..ops._util import fmt_shape, require_kernel_dtype
 from ..ops.elementwise import to_tensor
 from ..symbolic import SymDim
 
@@ -84,6 +84,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     becomes (N, C * kh * kw, L), L the number of block positions; the channel varies slowest
     and the kernel column fastest, as in PyTorch."""
     x = to_tensor(input)
+    require_kernel_dtype("unfold", x, bool_ok=True)  # (im2col: floats and bool)
     if x.ndim not in (3, 4):
         raise ShapeError(
             f"expected a 3-D (unbatched) or 4-D (batched) input, got shape {fmt_shape(x.shape)}",
@@ -111,6 +112,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     (N, C * kh * kw, L) input (or unbatched (C * kh * kw, L)) becomes (N, C, *output_size),
     overlapping entries summed."""
     x = to_tensor(input)
+    require_kernel_dtype("fold", x, bool_ok=True)  # (col2im: floats and bool)
     if x.ndim not in (2, 3):
         raise ShapeError(
             f"expected a 2-D (unbatched) or 3-D (batched) input, got shape {fmt_shape(x.shape)}",

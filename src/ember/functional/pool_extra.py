@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as dt
 from ..errors import ArgumentError, EmberError, ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -116,7 +117,11 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 def _lp(n: int, input, norm_type, kernel_size, stride, ceil_mode):
     op = f"lp_pool{n}d"
-    x = float_input(op, input)
+    x = to_tensor(input)
+    if not (x.dtype in (dt.int64, dt.bool_) and isinstance(norm_type, int)):
+        # (an int64 (or bool) input and an integer p stay int64 until the root, PyTorch's: x^p
+        # and its truncating integer average)
+        x = float_input(op, x)
     max_pool = getattr(E, f"max_pool{n}d")
     avg_pool = getattr(E, f"avg_pool{n}d")
     p = float(norm_type)

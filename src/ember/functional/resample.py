@@ -20,12 +20,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
 from ..ops._registry import apply, export
-from ..ops._util import fmt_shape, refuse_complex
+from ..ops._util import fmt_shape, refuse_complex, require_kernel_dtype
 from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
 from ..ops.resample import LINEAR_RESAMPLE
@@ -222,6 +223,8 @@ def interpolate(
     refuse_complex("interpolate", x)
     if mode not in _MODES:
         raise UnsupportedError(f"unknown mode {mode!r}; expected one of {_MODES}", op="interpolate")
+    if mode in ("nearest", "nearest-exact"):  # (PyTorch's nearest kernels: floats and uint8)
+        require_kernel_dtype("interpolate", x, integers=(dt.uint8,))
     if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ArgumentError(

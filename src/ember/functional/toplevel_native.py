@@ -80,7 +80,8 @@ def native_group_norm(input, weight, bias, N: int, C: int, HxW: int, group: int,
             op="native_group_norm",
         )
     out = FUNCTIONAL["group_norm"](x, group, weight, bias, eps)
-    grouped = E.reshape(x, (N, group, -1))
+    # (the group's size spelled out: -1 is ambiguous for an empty batch, N == 0)
+    grouped = E.reshape(x, (N, group, (C // group) * HxW))
     mean = E.mean(grouped, -1)
     var = E.var(grouped, -1, correction=0)
     return out, mean, E.rsqrt(var + eps)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 
 from ..autograd_function import Function
-from ..errors import EmberError
+from ..errors import EmberError, TraceError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..tensor import Tensor
@@ -83,7 +83,9 @@ class BackwardHookState:
 
     def __init__(self, module) -> None:
         if _scope.recording() and is_grad_enabled():
-            raise EmberError(
+            # (a TraceError: ember.compile runs such a module eagerly, as PyTorch's compile
+            # breaks its graph there)
+            raise TraceError(
                 f"{module._get_name()} has backward hooks, which run in eager mode only; "
                 "remove them before capturing with ember.function or ember.trace",
                 op="register_full_backward_hook",

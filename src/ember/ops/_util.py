@@ -156,6 +156,22 @@ def require_float(op: str, *types) -> None:
             )
 
 
+def require_kernel_dtype(op: str, x, *, integers=(), bool_ok: bool = False) -> None:
+    """Refuse what PyTorch's CPU kernel of ``op`` is not implemented for: it takes floating
+    (and complex, where the op's own rules do) tensors, the integer dtypes named in
+    ``integers`` (DTypes; True for every one, False for none) and bool where ``bool_ok``.
+    ember's NumPy kernels would compute the others; PyTorch raises NotImplementedError
+    (KernelDTypeError is one)."""
+    dtype = x.dtype
+    if dtype.is_floating_point or dtype.is_complex:
+        return
+    if dtype.is_integer and (integers is True or (integers and dtype in integers)):
+        return
+    if bool_ok and not dtype.is_integer:
+        return
+    raise KernelDTypeError(f"not implemented for {dtype} (as PyTorch's CPU kernel)", op=op)
+
+
 def require_float_or_complex(op: str, *types) -> None:
     """`require_float`, complex dtypes accepted too (for ops whose ``complex`` rule takes them:
     the rule has refused them already where it does not)."""

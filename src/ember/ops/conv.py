@@ -59,8 +59,17 @@ def label(kind: str, ndim: int) -> str:
     return f"{kind}{ndim}d"
 
 
-def _check_operands(name, a, w, groups, a_what):
-    """Checks shared by conv and its transpose: ranks, dtypes, groups."""
+def _integer_convolution(a, w, dilation, transposed: bool) -> bool:
+    """Whether PyTorch's CPU kernels compute this integer convolution (wrapping): its plain
+    one takes every integer dtype, its dilated and transposed ones int64 only; none takes bool."""
+    if not (a.dtype.is_integer and w.dtype.is_integer) or dt.bool_ in (a.dtype, w.dtype):
+        return False
+    return a.dtype is dt.int64 or not (transposed or any(d != 1 for d in dilation))
+
+
+def _check_operands(name, a, w, groups, a_what, integers=False):
+    """Checks shared by conv and its transpose: ranks, dtypes, groups (``integers``: integer
+    operands allowed, `_integer_convolution`)."""
     if w.ndim < 3:
         raise ShapeError(
             f"weight of shape {fmt_shape(w.shape)} needs at least 3 dimensions", op=name
@@ -71,7 +80,8 @@ def _check_operands(name, a, w, groups, a_what):
             f"of shape {fmt_shape(w.shape)}, got {a_what} of shape {fmt_shape(a.shape)}",
             op=name,
         )
-    require_float_or_complex(name, a, w)
+    if not integers:
+        require_float_or_complex(name, a, w)
     if a.dtype is not w.dtype:
         raise DTypeError(
             f"{a_what} ({a.dtype}) and weight ({w.dtype}) must have one dtype; convert one of "
@@ -132,7 +142,7 @@ def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
         if all(o >= 1 for o in out):
             return TensorType((xs[0], ws[0]) + out, dtype)
     name = label("conv", w.ndim - 2)
-    _check_operands(name, x, w, groups, "input")
+    _check_operands(name, x, w, groups, "input", _integer_convolution(x, w, dilation, False))
     _check_bias(name, bias, w.shape[0], x.dtype)
     if x.shape[1] != w.shape[1] * groups:
         raise ShapeError(
@@ -150,7 +160,7 @@ def _conv_infer(x, w, bias=None, *, stride, padding, dilation, groups):
 
 def _input_grad_infer(gy, w, bias=None, *, stride, padding, dilation, groups, in_size):
     name = label("conv_transpose", w.ndim - 2)
-    _check_operands(name, gy, w, groups, "input")
+    _check_operands(name, gy, w, groups, "input", _integer_convolution(gy, w, dilation, True))
     _check_bias(name, bias, w.shape[1] * groups, gy.dtype)
     if gy.shape[1] != w.shape[0]:
         raise ShapeError(

@@ -550,7 +550,9 @@ def _softsign_vjp(c, g):
         # z / d, d = 1 + |z| real (not holomorphic): the quotient's term and the modulus's,
         # PyTorch's gradient of its composite z / (|z| + 1), sgn(0) = 0
         return (g / d - E.real(g * E.conj(x)) * E.sgn(x) / (d * d),)
-    return (g / (d * d),)
+    # (x - x: NaN at +-inf, where PyTorch's quotient rule on its composite x / (1 + |x|) gives
+    # inf / inf, and 0 elsewhere, so the one accurate formula 1 / d^2 holds for finite x)
+    return (g / (d * d) + (x - x),)
 
 
 _unary(
@@ -564,8 +566,8 @@ _unary(
     c="({0} / (({T})1 + fabs{f}({0})))",  # the kernel's two roundings: bit for bit
     onnx=_onnx.node("Softsign"),
     complex=Complex.GRADIENT,
-    doc="softsign(x): x / (1 + |x|), complex tensors too. Its gradient 1 / (1 + |x|)^2 is 0 at "
-    "+-inf (PyTorch's is NaN there).",
+    doc="softsign(x): x / (1 + |x|), complex tensors too. Its gradient 1 / (1 + |x|)^2 is NaN "
+    "at +-inf, as PyTorch's.",
 )
 _unary("floor", np.floor, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Floor"))
 _unary("ceil", np.ceil, _zero_grad, float_only=False, save="none", onnx=ox.onnx_float("Ceil"))

@@ -454,29 +454,37 @@ def sinc(input):
     return E.where(zero, 1.0, E.sin(safe) / safe)
 
 
-def _xlog(name, log, inside):
+def _xlog(name, log, floor):
+    """x * log(y) (``floor``: where the log's domain ends, 0; log1p's -1), 0 where x is 0 and y
+    is not NaN, with PyTorch's gradients: ``log(y)`` for x, 0 where x is 0 and y <= floor
+    (PyTorch's mask); ``x / y`` for y, NaN at x = 0, y = floor, as PyTorch's division gives.
+
+    The result selects, by ``where``, between two products: ``at_zero`` (x is 0), whose log
+    reads its 0 (at y = floor + 1) where it is not finite, so its value is 0 and x's gradient
+    the masked log; and ``elsewhere``, whose x reads 0 there, so the 0 gradient it gets there
+    still divides by y into y's gradient: 0 / 0 is PyTorch's NaN. (At x = 0, y = inf, x's
+    gradient is 0; PyTorch's is inf.)"""
+
     def fn(input, other):
         x, y = promote(input, other, floating=True)
-        # where x is 0 (and y is not NaN) the result is 0: log reads 1 there where log(y) is
-        # not finite (y = 0, negative, inf), so 0 * log(...) is 0, not NaN; the gradient is
-        # then log(y) for x (as PyTorch's) and 0 for y
-        keep = E.logical_and(x == 0, E.logical_not(inside(y)))
-        out = x * log(E.where(E.logical_and(keep, y == y), 1.0, y))
-        # PyTorch's 0 where x is 0 is +0 (x * log(y) is -0 for y < 1); adding 0 keeps the
-        # value's gradient and clears the sign, while x < 0 at y = 1 keeps PyTorch's -0
-        return E.where(E.logical_and(x == 0, y == y), out + 0.0, out)
+        zero = E.logical_and(x == 0, y == y)
+        finite_log = E.logical_and(y > floor, y < float("inf"))
+        at_zero = E.where(zero, x, 0.0) * log(E.where(finite_log, y, floor + 1.0))
+        elsewhere = E.where(zero, 0.0, x) * log(y)
+        # (adding 0 makes PyTorch's +0 of x = -0 or y < 1 at x = 0; x < 0 at y = 1 keeps -0)
+        return E.where(zero, at_zero + 0.0, elsewhere)
 
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-xlogy = _xlog("xlogy", E.log, lambda y: E.logical_and(y > 0, y < float("inf")))
+xlogy = _xlog("xlogy", E.log, 0.0)
 xlogy.__doc__ = (
     "``x * log(y)``, 0 where x is 0 (unless y is NaN), with broadcasting and promotion to a "
     "float dtype. Either operand may be a Python number."
 )
 export(xlogy, method=True, inplace=True)
-xlog1py = _xlog("xlog1py", E.log1p, lambda y: E.logical_and(y > -1, y < float("inf")))
+xlog1py = _xlog("xlog1py", E.log1p, -1.0)
 xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.special.xlog1py."
 
 

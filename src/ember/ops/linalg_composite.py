@@ -1,8 +1,8 @@
 """``ember.linalg`` functions composed of other ops (so they differentiate and capture through
 them): ``lstsq``, ``matrix_power``, ``matrix_rank``, ``multi_dot``, ``cross``, ``vecdot``,
 ``diagonal``, ``cond``, ``vander``, ``tensorinv``, ``tensorsolve``; and the top-level
-``ember.matrix_power``, ``cholesky_solve`` and ``cholesky_inverse``. The namespace is
-ember/linalg.py."""
+``ember.matrix_power`` (``cholesky_solve`` and ``cholesky_inverse`` are ops/cholesky_solve.py's).
+The namespace is ember/linalg.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import TensorBase, apply, building_graph, export
 from ._util import fmt_shape, normalize_axis
-from .decompositions import INV, mH, require_matrices, solve, solve_triangular
+from .decompositions import INV, require_matrices, solve
 from .elementwise import to_tensor
 from .spectral import EIGVALSH, PINV, default_tolerances
 
@@ -345,39 +345,3 @@ def tensorsolve(A, B, dims=None):
         )
     square = E.reshape(A, (rows, rows))
     return E.reshape(E.squeeze(solve(square, E.reshape(B, (rows, 1))), -1), x_shape)
-
-
-# ------------------------------------------------------------ cholesky_solve, cholesky_inverse
-
-
-def _factor(op, L, upper):
-    L = to_tensor(L)
-    require_matrices(op, L, square=True)
-    return mH(L) if upper else L  # (A = U^H U: L = U^H)
-
-
-@export(method=True)
-@autocasts(Autocast.FP32)
-def cholesky_solve(input, input2, upper: bool = False):
-    """``torch.cholesky_solve``: X with ``A X = input`` (..., n, k), given A's Cholesky factor
-    ``input2`` (lower, ``A = L L^H``, or upper with ``upper=True``, ``A = U^H U``; the
-    conjugate transposes of real matrices are their transposes); batch dimensions broadcast.
-    Only the factor's triangle is read, and only that triangle has a gradient (where ember differs:
-    PyTorch's gradient of the factor is that of a full matrix ``L`` in ``A = L L^T``, nonzero
-    in the triangle it never reads too; the two agree on the triangle)."""
-    L = _factor("cholesky_solve", input2, upper)
-    B = to_tensor(input)
-    Y = solve_triangular(L, B, upper=False)
-    return solve_triangular(mH(L), Y, upper=True)
-
-
-@export(method=True)
-@autocasts(Autocast.FP32)
-def cholesky_inverse(input, upper: bool = False):
-    """``torch.cholesky_inverse``: the inverse of ``A = L L^T`` (``U^T U`` with ``upper``)
-    from its Cholesky factor ``input`` (..., n, n); as `cholesky_solve`, only the factor's
-    triangle is read and has a gradient."""
-    L = _factor("cholesky_inverse", input, upper)
-    n = L.shape[-1]
-    eye = E.broadcast_to(E.eye(n, dtype=L.dtype), tuple(L.shape))
-    return cholesky_solve(eye, L)

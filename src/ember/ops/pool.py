@@ -38,7 +38,15 @@ from ._half import c_runs
 from ._node_names import pool_node_name
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
 from ._rules import EpilogueRule, PickRule, ScatterRule
-from ._util import fmt_shape, half_precision, io_bytes, numel, value_bytes, zero_input_grad
+from ._util import (
+    fmt_shape,
+    half_precision,
+    io_bytes,
+    numel,
+    require_kernel_dtype,
+    value_bytes,
+    zero_input_grad,
+)
 from .conv_functional import int_tuple
 from .elementwise import to_tensor
 from .pool_codes import (
@@ -569,6 +577,9 @@ def _max_pool_nd(nd: int):
         return_indices=False,
     ):
         x, unbatched = unbatch(name, to_tensor(input), nd)
+        # (PyTorch's 2-d and 3-d kernels take integers, as does its 1-d one with indices; the
+        # 1-d one without takes floats only)
+        require_kernel_dtype(name, x, integers=nd > 1 or bool(return_indices))
         kernel = int_tuple(name, "kernel_size", kernel_size, nd)
         empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
         stride = kernel if empty else int_tuple(name, "stride", stride, nd)

@@ -23,7 +23,7 @@ from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, constant, export, register
-from ._util import fmt_shape, io_bytes
+from ._util import fmt_shape, io_bytes, require_kernel_dtype
 from .elementwise import to_tensor
 from .pool import (
     MAX_POOL,
@@ -162,6 +162,7 @@ def _adaptive_max_pool_nd(nd: int):
 
     def adaptive_max_pool(input, output_size, return_indices=False):
         x, unbatched = unbatch(name, to_tensor(input), nd)
+        require_kernel_dtype(name, x)  # (floats only, as PyTorch's kernels)
         size = output_size_arg(name, output_size, tuple(x.shape[2:]), nd)
         spatial = tuple(x.shape[2:])
         if _as_max_pool(spatial, size):

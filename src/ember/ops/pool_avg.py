@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ShapeError
 from ..kernels.conv_plan import compute_dtype, scratch
 from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
@@ -91,6 +92,10 @@ def _avg_kernel(x, **attrs):
         attrs["divisor_override"],
         dtype,
     )
+    if total.dtype.kind in "iu":
+        # PyTorch's integer average: C's division, truncated toward zero
+        quotient = np.abs(total) // np.abs(div)
+        return np.where((total < 0) != (div < 0), -quotient, quotient).astype(x.dtype)
     total /= div
     return total.astype(x.dtype, copy=False)
 
@@ -119,7 +124,8 @@ def _avg_backward_kernel(g, *, in_size, **attrs):
 
 def _avg_infer(x, **attrs):
     name = f"avg_pool{len(attrs['kernel'])}d"
-    require_float(name, x)
+    if x.dtype is not dt.int64:  # (int64: PyTorch's CPU kernel's integer averages)
+        require_float(name, x)
     out = check_pool_args(
         name,
         x,

@@ -6,7 +6,8 @@ quantile follows PyTorch's algorithm step for step (aten's quantile_compute): so
 dimension (NaN last), a rank per quantile (``q * (n - 1)``, or the count of non-NaN values for
 nanquantile; a row holding a NaN gets the last rank, so its quantile is NaN), the rank rounded
 by the interpolation mode, and the two neighbours gathered and blended with lerp. The gradient
-is therefore torch's: the lerp weights routed back through gather and sort.
+is therefore torch's: the lerp weights routed back through gather and sort, and a tensor q's
+through the weights (``rank - floor(rank)``).
 """
 
 from __future__ import annotations
@@ -82,20 +83,21 @@ def _quantile(name, ignore_nan, x, q, dim, keepdim, interpolation):
     else:
         has_nan = E.any(E.isnan(sorted_), dim=-1, keepdim=True)
         ranks = E.where(has_nan, E.tensor(float(n - 1), dtype=x.dtype), qs * float(n - 1))
-    ranks = ranks.detach()
+    # (ranks keep q's gradient, as PyTorch's: through the linear weights; the rounded modes'
+    # and midpoint's results are constant in q)
     if interpolation == "lower":
         ranks = E.floor(ranks)
     elif interpolation == "higher":
         ranks = E.ceil(ranks)
     elif interpolation == "nearest":
         ranks = E.round(ranks)
-    below = ranks.to(dt.int64)
+    below = ranks.detach().to(dt.int64)
     values = E.gather(sorted_, -1, below)
     if interpolation in ("linear", "midpoint"):
         weights = (
             E.full_like(ranks, 0.5) if interpolation == "midpoint" else ranks - below.to(x.dtype)
         )
-        above = E.gather(sorted_, -1, E.ceil(ranks).to(dt.int64))
+        above = E.gather(sorted_, -1, E.ceil(ranks.detach()).to(dt.int64))
         values = E.lerp(values, above, weights)
     # values: (*rows, Q) -> (Q, *out_shape) or out_shape
     if scalar_q:

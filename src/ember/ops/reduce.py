@@ -331,13 +331,27 @@ def _extreme_vjp(c, g):
     return (_expand_back(g, c) * hit / E.sum(hit, axes, keepdim=True),)
 
 
-def _extreme(name, kernel, better: str):
-    """max (``better`` ">") or min ("<"). Fused loops compare, which drops NaN: a flag keeps
-    NumPy's NaN (and combining partial results lets a NaN win)."""
+def _evenly_vjp(c, g):
+    """max() and min() over every element: PyTorch's evenly_distribute_backward, the gradient
+    shared among the elements equal to the result, or among the NaNs where the result is NaN
+    (amax's `_extreme_vjp` gives NaN everywhere there: no element equals a NaN)."""
+    x, out = c.inputs[0], c.outputs[0]
+    if not c.attrs["keepdims"]:
+        out = E.reshape(out, _keepdim_shape(x.shape, c.attrs["axes"]))
+    hit = E.logical_or(x == out, E.logical_and(E.isnan(x), E.isnan(out)))
+    hit = E.cast(hit, g.dtype)
+    return (_expand_back(g, c) * hit / E.sum(hit, c.attrs["axes"], keepdim=True),)
+
+
+def _extreme(name, kernel, better: str, vjp=_extreme_vjp, doc=""):
+    """max (``better`` ">") or min ("<"); ``name`` may be another op of the same values (an
+    other ``vjp``). Fused loops compare, which drops NaN: a flag keeps NumPy's NaN (and
+    combining partial results lets a NaN win)."""
+    omp = "max" if better == ">" else "min"
     reduction = ReductionRule(
         identity=-math.inf if better == ">" else math.inf,
         accumulate=f"{{x}} {better} {{acc}} ? {{x}} : {{acc}}",
-        omp=name,
+        omp=omp,
         combine=f"({{b}} {better} {{a}} || {{b}} != {{b}}) ? {{b}} : {{a}}",
         nan_flag=True,
         exact=True,
@@ -346,14 +360,14 @@ def _extreme(name, kernel, better: str):
         OpDef(
             name=name,
             kind="reduce",
-            infer=_extreme_infer(name),
+            infer=_extreme_infer(omp),
             kernel=lambda x, *, axes, keepdims: np.asarray(kernel(x, axis=axes, keepdims=keepdims)),
-            vjp=_extreme_vjp,
+            vjp=vjp,
             cost=reduction_cost,
             save_outputs=(0,),
             reduction=reduction,
             fast=reduction_fast(name),  # (half precision: compared in float, in C)
-            doc=f"{name}(x, axes, keepdims): the {name}imum over axes",
+            doc=doc or f"{name}(x, axes, keepdims): the {name}imum over axes",
             onnx=oxr.onnx_extreme("ReduceMax" if better == ">" else "ReduceMin"),
         )
     )
@@ -362,9 +376,21 @@ def _extreme(name, kernel, better: str):
 # (the ufuncs' own reductions: np.max and np.min wrap them in Python, see `_add_reduce`)
 _MAX = _extreme("max", np.maximum.reduce, ">")
 _MIN = _extreme("min", np.minimum.reduce, "<")
+# max() and min() over all elements: the same values, PyTorch's gradient of them (MaxBackward1)
+_MAX_ALL, _MIN_ALL = (
+    _extreme(
+        f"{name}_all",
+        kernel,
+        better,
+        _evenly_vjp,
+        f"{name}_all(x, axes, keepdims): {name} over axes, its gradient shared evenly by the "
+        f"elements equal to the result, or by the NaNs where it is NaN (torch.{name}(x))",
+    )
+    for name, kernel, better in (("max", np.maximum.reduce, ">"), ("min", np.minimum.reduce, "<"))
+)
 
 
-def _amax_public(op, arg_op_name, result_type):
+def _amax_public(op, all_op, arg_op_name, result_type):
     # PyTorch's nodes: amax's AmaxBackward0; max(x, dim)'s values MaxBackward0 (a selection at
     # the indices); max(x)'s MaxBackward1 (every element)
     title = op.name.capitalize()
@@ -392,14 +418,17 @@ def _amax_public(op, arg_op_name, result_type):
             elif not x.ndim:
                 indices = E.reshape(indices, ())
             return result_type(rename_node(values, f"{title}Backward0", x), indices)
-        out = reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
-        return rename_node(out, f"{title}Backward1") if dim is None and axis is None else out
+        if dim is None and axis is None:
+            x = to_tensor(x)
+            axes, keep = _args(op.name, x, None, None, keepdim, keepdims)
+            return rename_node(apply(all_op, x, axes=axes, keepdims=keep), f"{title}Backward1")
+        return reduce_only(x, dim, keepdim, axis=axis, keepdims=keepdims)
 
     return reduce_only, torch_style
 
 
-_amax, _max_public = _amax_public(_MAX, "argmax", return_types.max)
-_amin, _min_public = _amax_public(_MIN, "argmin", return_types.min)
+_amax, _max_public = _amax_public(_MAX, _MAX_ALL, "argmax", return_types.max)
+_amin, _min_public = _amax_public(_MIN, _MIN_ALL, "argmin", return_types.min)
 export(_amax, name="amax", method=True)
 export(_amin, name="amin", method=True)
 export(_max_public, name="max", method=True)

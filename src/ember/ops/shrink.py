@@ -47,7 +47,8 @@ def _grad_infer(op: str, g, x) -> TensorType:
 
 
 def _threshold_infer(x, *, threshold, value):
-    require_float("threshold", x)
+    if not x.dtype.is_integer:  # (integers, not bool: PyTorch's CPU kernel's)
+        require_float("threshold", x)
     _check_real("threshold", "threshold", threshold)
     _check_real("threshold", "value", value)
     return same_type(x)

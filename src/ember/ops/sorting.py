@@ -523,6 +523,13 @@ def grouped(op, parts, x, axis, return_inverse: bool, return_counts: bool):
             "captured function",
             op=op.name,
         ) from None
+    if axis is not None and any(n == 0 for i, n in enumerate(x.shape) if i != axis):
+        # (PyTorch's rule: every slice would be empty, so none could be told apart)
+        raise ShapeError(
+            f"input of shape {fmt_shape(x.shape)} has a 0-sized dimension other than dim "
+            f"{axis}, so its slices along dim {axis} cannot be compared",
+            op=op.name,
+        )
     count = parts(data, axis)[0].size
     values, inverse, counts = apply(op, x, axis=axis, count=count)
     if not (return_inverse or return_counts):
