@@ -12,9 +12,15 @@ broadcast does not change the scores' shape or dtype (a division by ``c`` become
 ``1/c``); the mask has the scores' dtype and broadcasts to their shape without changing it (the
 add's result has the scores' type), or is a bool tensor of the kept positions in
 ``where(keep, scores, -inf)`` (all of the constant -inf), and a constant lower triangle of
-them is ``causal``; q, kt and v have at least two dimensions, and the call's
-result type is the second product's. The key is kt with its last two axes swapped (a
-``permute``: a view, which simplify composes with a permute before it).
+them is ``causal``; both, ``where(keep, scores, fill) + mask`` (HuggingFace GPT-2's), where
+``keep`` is that triangle; q, kt and v have at least two dimensions, and the call's
+result type is the second product's. A causal ``where`` may fill with the dtype's lowest finite
+value (``finfo.min``, PyTorch's and HuggingFace's fill) as well as -inf: every row keeps its
+first key, so a masked position weighs exp(lowest - row max), which is 0 as -inf's is unless the
+kept scores themselves lie within ~100 of the lowest float (a row whose every kept score is
+-inf, from a mask added after, is the case that differs: 0/NaN in the op, not in the pattern).
+The key is kt with its last two axes swapped (a ``permute``: a view, which simplify composes
+with a permute before it).
 
 The scale multiplies q before the product in the op (as ONNX's Attention and PyTorch's
 composites do) where the pattern scales the scores after it: equal but for rounding (the pass
@@ -104,28 +110,47 @@ def _scores(value, constant):
     return q, kt, scale
 
 
+def _far_below(filled, dtype) -> bool:
+    """Whether every value of the constant ``filled`` is -inf or the dtype's lowest finite value
+    (what PyTorch's and HuggingFace's causal masks fill with: ``finfo.min``)."""
+    lowest = np.finfo(dtype.np).min if dtype.is_floating_point else None
+    return lowest is not None and bool(np.all(np.isneginf(filled) | (filled == lowest)))
+
+
+def _selected(value, constant):
+    """(q, kt, scale, keep, finite fill) when ``value`` is ``where(keep, scores, fill)`` with a
+    bool ``keep`` and a constant fill of -inf or the lowest float (finite fill: whether it is
+    not all -inf); else None."""
+    node = value.node
+    if node.kind != "call" or node.op is not _WHERE or _call(value, _WHERE) is None:
+        return None
+    keep, scores, fill = node.inputs
+    filled = constant(fill)
+    if (
+        keep.type.dtype is not dt.bool_
+        or node.outputs[0].type != scores.type
+        or filled is None
+        or filled.size == 0
+        or not _far_below(filled, scores.type.dtype)
+    ):
+        return None
+    found = _scores(scores, constant)
+    return None if found is None else (*found, keep, not bool(np.all(np.isneginf(filled))))
+
+
 def _masked(value, constant):
-    """(q, kt, scale, mask or None) for the softmax's operand ``value``; else None."""
+    """(q, kt, scale, mask or None, keep or None, finite fill) for the softmax's operand
+    ``value``: an additive float ``mask``, a bool ``keep`` selected by a ``where``, or both
+    (``where(keep, scores, fill) + mask``, HuggingFace GPT-2's); else None."""
     found = _scores(value, constant)
     if found is not None:
-        return (*found, None)
+        return (*found, None, None, False)
+    selected = _selected(value, constant)
+    if selected is not None:
+        q, kt, scale, keep, finite = selected
+        return q, kt, scale, None, keep, finite
     node = value.node
-    if node.kind != "call" or node.op not in (ADD, _WHERE) or _call(value, node.op) is None:
-        return None
-    if node.op is _WHERE:  # where(keep, scores, -inf): a bool mask of the kept positions
-        keep, scores, fill = node.inputs
-        filled = constant(fill)
-        if (
-            keep.type.dtype is not dt.bool_
-            or node.outputs[0].type != scores.type
-            or filled is None
-            or filled.size == 0
-            or not np.all(np.isneginf(filled))
-        ):
-            return None
-        found = _scores(scores, constant)
-        return None if found is None else (*found, keep)
-    if node.attrs:
+    if node.kind != "call" or node.op is not ADD or _call(value, ADD) is None or node.attrs:
         return None
     for i in (0, 1):
         scores, mask = node.inputs[i], node.inputs[1 - i]
@@ -133,7 +158,11 @@ def _masked(value, constant):
             continue
         found = _scores(scores, constant)
         if found is not None:
-            return (*found, mask)
+            return (*found, mask, None, False)
+        selected = _selected(scores, constant)
+        if selected is not None:
+            q, kt, scale, keep, finite = selected
+            return q, kt, scale, mask, keep, finite
     return None
 
 
@@ -161,12 +190,14 @@ def _match(attention, node, constant):
     found = _masked(softmax.inputs[0], constant)
     if found is None:
         return None
-    q, kt, scale, mask = found
+    q, kt, scale, mask, keep, finite = found
     n = len(kt.shape)
     dims = (*range(n - 2), n - 1, n - 2)
-    causal = mask is not None and _causal(mask, constant, q.shape[-2], kt.shape[-1])
-    if causal:  # the kernel skips the keys a row does not see
-        mask = None
+    causal = keep is not None and _causal(keep, constant, q.shape[-2], kt.shape[-1])
+    if keep is not None and not causal:
+        if mask is not None or finite:  # (the op takes one mask; a finite fill needs a kept key)
+            return None
+        mask = keep
     attrs = {"scale": scale, "causal": causal, "safe": bool(softmax.attrs.get("safe", False))}
     operands = [q, kt, v] + ([mask] if mask is not None else [])
     try:  # the op's own rule decides the types (a batch that does not broadcast, a dtype)
