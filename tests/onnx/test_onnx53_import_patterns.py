@@ -176,3 +176,56 @@ def test_gather_with_dynamic_negative_indices():
     assert "where" not in _ops(function)
     with pytest.raises(ember.EmberError, match="out of bounds"):
         function(data, np.array([[5, 0, 0], [0, 0, 0]], np.int32))
+
+
+@pytest.fixture(scope="module")
+def sdpa_files(tmp_path_factory):
+    """scaled_dot_product_attention with a bool mask that masks one query row from every key,
+    exported both ways (PyTorch writes where(isnan(w), 0, w) after the softmax)."""
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, keep):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((2, 3, 6, 4)).astype(np.float32) for _ in range(3)]
+    keep = rng.random((2, 1, 6, 6)) < 0.6
+    keep[0, 0, 2] = False  # (a row every key is masked from: where(isnan)'s zeros)
+    keep[1, 0, :, 0] = True
+    arrays.append(keep)
+    folder = tmp_path_factory.mktemp("sdpa53")
+    files = {}
+    for dynamo, opset in ((True, 18), (False, 17)):
+        if dynamo and not _has("onnxscript"):
+            continue
+        path = folder / f"sdpa_{int(dynamo)}.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            example = tuple(torch.tensor(a) for a in arrays)
+            torch.onnx.export(Sdpa(), example, str(path), dynamo=dynamo, opset_version=opset)
+        files[dynamo] = path.read_bytes()
+    return files, arrays
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_bool_masked_sdpa_is_one_safe_attention_call(sdpa_files, dynamo):
+    files, arrays = sdpa_files
+    if dynamo not in files:
+        pytest.skip("torch.onnx.export(dynamo=True) needs onnxscript")
+    session = ort.InferenceSession(files[dynamo], providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    want = session.run(None, dict(zip(names, arrays)))[0]
+    function = ember.onnx.load(files[dynamo])
+    got = function(*arrays).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    calls = [n for n in function.graph.nodes if n.kind == "call" and n.op.name == "attention"]
+    assert [n.attrs["safe"] for n in calls] == [True], str(function.graph)
+    assert "isnan" not in _ops(function)

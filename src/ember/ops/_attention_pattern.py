@@ -22,6 +22,11 @@ kept scores themselves lie within ~100 of the lowest float (a row whose every ke
 The key is kt with its last two axes swapped (a ``permute``: a view, which simplify composes
 with a permute before it).
 
+The weights may have their NaN zeroed, ``where(isnan(w), 0, w)``, which PyTorch's exporter
+writes after a bool-masked scaled_dot_product_attention's softmax for the rows every key is
+masked from: the op's ``safe`` (zeros for such a row, as PyTorch's attention). The two differ
+where a score is NaN (NaN inputs: the op's row is NaN, the file's zeros).
+
 The scale multiplies q before the product in the op (as ONNX's Attention and PyTorch's
 composites do) where the pattern scales the scores after it: equal but for rounding (the pass
 is checked within rounding).
@@ -35,6 +40,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import EmberError
+from ._registry import REGISTRY
 from ._rules import PatternRule
 from .binary import ADD, DIV, MUL
 from .linalg import MATMUL
@@ -179,9 +185,31 @@ def _causal(mask, constant, rows: int, cols: int) -> bool:
     return plane.shape == tri.shape and bool(np.array_equal(plane, tri))
 
 
+def _nan_zeroed(value, constant):
+    """The softmax node when ``value`` is ``where(isnan(w), 0, w)`` of a softmax's weights
+    ``w`` (read only there), else None."""
+    node = value.node
+    if node.kind != "call" or node.op is not _WHERE or _call(value, _WHERE) is None:
+        return None
+    test, zero, w = node.inputs
+    filled = constant(zero)
+    if filled is None or filled.size == 0 or not np.all(filled == 0) or node.attrs:
+        return None
+    check = test.node
+    if check.kind != "call" or check.op is not REGISTRY["isnan"] or len(test.users) != 1:
+        return None
+    softmax = w.node
+    if check.inputs[0] is not w or softmax.kind != "call" or softmax.op is not SOFTMAX:
+        return None
+    if len(w.users) != 2 or any(x is w for x in node.graph.outputs):
+        return None
+    return softmax if node.outputs[0].type == w.type else None
+
+
 def _match(attention, node, constant):
     weights, v = node.inputs
     softmax = _call(weights, SOFTMAX)
+    zeroed = softmax is None and (softmax := _nan_zeroed(weights, constant)) is not None
     if softmax is None or len(v.shape) < 2:
         return None
     rank = len(weights.shape)
@@ -198,7 +226,8 @@ def _match(attention, node, constant):
         if mask is not None or finite:  # (the op takes one mask; a finite fill needs a kept key)
             return None
         mask = keep
-    attrs = {"scale": scale, "causal": causal, "safe": bool(softmax.attrs.get("safe", False))}
+    safe = zeroed or bool(softmax.attrs.get("safe", False))
+    attrs = {"scale": scale, "causal": causal, "safe": safe}
     operands = [q, kt, v] + ([mask] if mask is not None else [])
     try:  # the op's own rule decides the types (a batch that does not broadcast, a dtype)
         k_type = _PERMUTE.infer(kt.type, dims=dims)
