@@ -12,9 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...control.scan import staged_scan
+from ...errors import EmberError
+from ...nn.rnn import whole_layer_applies
+from ...ops._registry import apply
+from ...ops.recurrent import LSTM_LAYER
 from .._convert import EMPTY, converter, is_static
 from ._common import E, axis, rank_of
 from ._flow import all_static, captured, capturing, empty_stack, stack
+from .scan_lstm import lstm_body
 
 # ---------------------------------------------------------------------------------------------
 # Scan
@@ -40,12 +45,47 @@ def _scan(ctx, *args):
         x = _moveaxis(x, a, 0)
         sequences.append(_flip0(x) if d else x)
     unrolled = not capturing() or all_static(ctx, args, ["body"])
+    layer = _as_lstm_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs)
+    if layer is not None:
+        return layer
     final, ys = _run_scan(ctx, body, states, sequences, unrolled)
     outs = []
     for y, a, d in zip(ys, out_axes, out_dirs):
         y = _flip0(y) if d else y
         outs.append(_moveaxis(y, 0, axis(a, rank_of(y), ctx)))
     return (*final, *outs)
+
+
+def _as_lstm_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs):
+    """The Scan's outputs from ember's ``lstm_layer`` where its body is one LSTM step as ember
+    writes it (onnx/ops/scan_lstm.py) and the op takes its operands, else None."""
+    if len(states) != 2 or len(sequences) != 1 or len(out_dirs) != 3 or ctx.num_outputs != 5:
+        return None
+    if any(a != 0 for a in (*in_axes, *out_axes)) or len({*in_dirs, *out_dirs}) != 1:
+        return None
+    weight = lstm_body(body, ctx.env)
+    if weight is None or weight not in ctx.env:
+        return None
+    xg, h0, c0 = (ctx.tensor(v) for v in (sequences[0], *states))
+    w_t = ctx.tensor(ctx.env[weight])
+    reverse = bool(in_dirs[0])
+    if reverse:  # (flipped for the Scan's loop: the layer takes it in time order)
+        xg = _flip0(xg)
+    if (
+        w_t.ndim != 2
+        or h0.ndim != 2
+        or xg.ndim != 3
+        or len({xg.dtype, h0.dtype, c0.dtype, w_t.dtype}) != 1
+    ):
+        return None
+    if not whole_layer_applies("LSTM", xg, [w_t]) or xg.shape[0] == 0:
+        return None
+    try:
+        y, h_n, c_n, cs, acts = apply(LSTM_LAYER, xg, h0, c0, E.t(w_t), reverse=reverse)
+    except EmberError:  # (shapes the op refuses: the Scan runs as written)
+        return None
+    # (each step's outputs at its own time, as the Scan's reverse-stored outputs are)
+    return h_n, c_n, y, cs, acts
 
 
 def _check_scan_body(ctx, body, n_states: int, n_inputs: int):
