@@ -231,14 +231,14 @@ def test_bool_masked_sdpa_is_one_safe_attention_call(sdpa_files, dynamo):
     assert "isnan" not in _ops(function)
 
 
-def _ember_lstm_file(bidirectional: bool) -> tuple[bytes, np.ndarray]:
-    """An ember LSTM (two layers) exported by ember: each layer and direction a Scan whose
-    body is one LSTM step (ops/recurrent.py's ONNX rule)."""
+def _ember_rnn_file(bidirectional: bool, kind: str = "LSTM") -> tuple[bytes, np.ndarray]:
+    """An ember LSTM or GRU (two layers) exported by ember: each layer and direction a Scan
+    whose body is one step (ops/recurrent.py's ONNX rules)."""
     import tempfile
     from pathlib import Path
 
     ember.manual_seed(0)
-    model = ember.nn.LSTM(3, 5, num_layers=2, bidirectional=bidirectional).eval()
+    model = getattr(ember.nn, kind)(3, 5, num_layers=2, bidirectional=bidirectional).eval()
     x = np.random.default_rng(3).standard_normal((7, 2, 3)).astype(np.float32)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "lstm.onnx"
@@ -246,16 +246,18 @@ def _ember_lstm_file(bidirectional: bool) -> tuple[bytes, np.ndarray]:
         return path.read_bytes(), x
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_ember_exported_lstm_scan_imports_as_the_whole_layer_op(bidirectional):
-    data, x = _ember_lstm_file(bidirectional)
+def test_ember_exported_rnn_scan_imports_as_the_whole_layer_op(bidirectional, kind):
+    data, x = _ember_rnn_file(bidirectional, kind)
     assert b"Scan" in data
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     want = session.run(None, {session.get_inputs()[0].name: x})[0]
     function = ember.onnx.load(data)
     np.testing.assert_allclose(function(x).numpy(), want, rtol=1e-5, atol=1e-6)
     ops = _ops(function)
-    assert ops.count("lstm_layer") == (4 if bidirectional else 2) and "scan" not in ops, ops
+    layer = f"{kind.lower()}_layer"
+    assert ops.count(layer) == (4 if bidirectional else 2) and "scan" not in ops, ops
     module = ember.onnx.load(data, trainable=True)  # (the op's gradient reaches the weights)
     out = module(ember.tensor(x))
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-5, atol=1e-6)
@@ -263,17 +265,18 @@ def test_ember_exported_lstm_scan_imports_as_the_whole_layer_op(bidirectional):
     assert all(p.grad is not None for p in module.parameters())
 
 
-def test_a_scan_body_that_is_not_the_lstm_step_stays_a_scan():
-    data, x = _ember_lstm_file(False)
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_scan_body_that_is_not_the_step_stays_a_scan(kind):
+    data, x = _ember_rnn_file(False, kind)
     model = onnx.load_from_string(data)
     scan = next(n for n in model.graph.node if n.op_type == "Scan")
     body = next(a.g for a in scan.attribute if a.name == "body")
     tanh = next(n for n in body.node if n.op_type == "Tanh")
-    tanh.op_type = "Relu"  # (the candidate gate's activation)
+    tanh.op_type = "Relu"  # (the candidate's activation)
     data = model.SerializeToString()
     session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     want = session.run(None, {session.get_inputs()[0].name: x})[0]
     function = ember.onnx.load(data)
     np.testing.assert_allclose(function(x).numpy(), want, rtol=1e-5, atol=1e-6)
     # (the other layer's body is the step; this one runs as a scan, which may be unrolled)
-    assert _ops(function).count("lstm_layer") == 1
+    assert _ops(function).count(f"{kind.lower()}_layer") == 1
