@@ -9,6 +9,15 @@ with as many threads as ember. Also reported: the time ember takes to import Res
 then the first call's capture and compilation). Ratios are ember's time over ORT's.
 
     python benchmarks/onnx_runtime.py [--models resnet50,inception_v1] [--rounds 5]
+
+``--cases bert,gpt2,vit,lstm,mobilenet`` (benchmarks/onnx_torch_cases.py) adds realistic-size
+models written in PyTorch, exported by ``torch.onnx.export`` both ways (``--exporters
+dynamo,script``: the dynamo exporter at opset 18, TorchScript's at 17) at each batch, timed
+against onnxruntime at each of ``--threads`` (ember's ``set_num_threads``, onnxruntime's
+intra-op threads; its sequential and parallel modes): process CPU time per call, the best of
+``--rounds`` interleaved rounds.
+
+    python benchmarks/onnx_runtime.py --models "" --zoo "" --cases bert,gpt2 --threads 1,2
 """
 
 from __future__ import annotations
@@ -153,6 +162,90 @@ def bench(label: str, model, batch: int, rounds: int, calls: int, threads: int) 
     )
 
 
+def _ort_sessions(data: bytes, threads: int) -> dict:
+    import onnxruntime as ort
+
+    sessions = {}
+    for mode in ("ORT_SEQUENTIAL", "ORT_PARALLEL"):
+        options = ort.SessionOptions()
+        options.execution_mode = getattr(ort.ExecutionMode, mode)
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        sessions[mode] = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return sessions
+
+
+def _cpu_time(fn, calls: int) -> float:
+    start = time.process_time()
+    for _ in range(calls):
+        fn()
+    return (time.process_time() - start) / calls
+
+
+def bench_cpu(label: str, data: bytes, arrays: list, rounds: int, calls: int, threads: int):
+    """One file at ``threads`` threads each side: process CPU time per call, best of the
+    interleaved rounds."""
+    ember.set_num_threads(threads)
+    sessions = _ort_sessions(data, threads)
+    names = [i.name for i in sessions["ORT_SEQUENTIAL"].get_inputs()]
+    feeds = dict(zip(names, arrays))
+    function = ember.onnx.load(data)
+    tensors = [ember.tensor(a) for a in arrays]
+    theirs = sessions["ORT_SEQUENTIAL"].run(None, feeds)[0]
+    ours = function(*tensors)
+    ours = ours[0] if isinstance(ours, tuple) else ours
+    scale = float(np.max(np.abs(theirs))) or 1.0
+    err = float(np.max(np.abs(ours.numpy() - theirs))) / scale
+    sides = {
+        "ember": lambda: function(*tensors),
+        "ort seq": lambda: sessions["ORT_SEQUENTIAL"].run(None, feeds),
+        "ort par": lambda: sessions["ORT_PARALLEL"].run(None, feeds),
+    }
+    best = {k: float("inf") for k in sides}
+    for _ in range(rounds):
+        for key, run in sides.items():
+            run()
+            best[key] = min(best[key], _cpu_time(run, calls))
+    cells = "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in best.items())
+    ratio = best["ember"] / min(best["ort seq"], best["ort par"])
+    mode = "eager" if function.eager_reason else "captured"
+    print(
+        f"{label:30s} {threads} thr: {cells}  ember/best ORT {ratio:.2f}  "
+        f"(max rel. diff {err:.1e}; {mode})",
+        flush=True,
+    )
+
+
+def torch_cases(args) -> None:
+    """Each ``--cases`` model exported by PyTorch (each exporter, batch), timed at each thread
+    count."""
+    import onnx_torch_cases as cases
+    import torch
+
+    exporters = {"dynamo": (True, 18), "script": (False, 17)}
+    with tempfile.TemporaryDirectory() as folder:
+        for name in filter(None, args.cases.split(",")):
+            for batch in (int(b) for b in args.batches.split(",")):
+                for exporter in filter(None, args.exporters.split(",")):
+                    dynamo, opset = exporters[exporter]
+                    path = os.path.join(folder, f"{name}_{batch}_{exporter}.onnx")
+                    try:
+                        cases.export(torch, name, path, batch, dynamo, opset)
+                    except Exception as err:  # noqa: BLE001 - reported, not fatal
+                        print(f"{name} batch {batch} {exporter}: export failed ({err})")
+                        continue
+                    _, example = cases.BUILDERS[name](torch, batch=batch)
+                    arrays = [t.numpy() for t in example]
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    label = f"{name} b{batch} {exporter} op{opset}"
+                    for threads in (int(t) for t in args.threads.split(",")):
+                        bench_cpu(label, data, arrays, args.rounds, args.calls, threads)
+
+
 def import_time(name: str) -> None:
     model = _light_model(name)
     data = model.SerializeToString()
@@ -177,10 +270,18 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--cases", default="", help="PyTorch-exported models (onnx_torch_cases)")
+    parser.add_argument("--exporters", default="dynamo,script")
+    parser.add_argument("--threads", default="1,2", help="thread counts for --cases")
     args = parser.parse_args()
     threads = ember.get_num_threads()
     for line in cpu_header():
         print(line)
+    if args.cases:
+        torch_cases(args)
+        ember.set_num_threads(threads)
+    if not (args.models or args.zoo):
+        return
     print(f"ember {threads} threads, ONNX Runtime {threads} threads; medians of interleaved rounds")
     import_time("resnet50")
     for batch in (int(b) for b in args.batches.split(",")):

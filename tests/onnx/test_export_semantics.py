@@ -136,13 +136,22 @@ def test_nan_propagates_as_in_ember(name):
 
 @pytest.mark.parametrize("right", [False, True])
 @pytest.mark.parametrize("batched", [False, True])
-def test_searchsorted_with_ties_and_nan(right, batched):
-    # (a NaN in the sorted sequence: eagerly PyTorch's binary search, whose answer follows its
-    # path through the NaN; the export counts, so the sequence here holds none)
+@pytest.mark.parametrize("sequence", ["sorted", "nan", "unsorted"])
+def test_searchsorted_with_ties_and_nan(right, batched, sequence):
+    """The export is PyTorch's binary search, step for step: eager ember's (and PyTorch's)
+    answer also where the sorted sequence holds NaN or is out of order, where the search's
+    path through it decides."""
     seq = np.array([-1.0, 0.0, 0.0, 2.5, 4.0], np.float32)
+    if sequence == "nan":
+        seq[3] = np.nan
+    elif sequence == "unsorted":
+        seq = np.array([2.0, 0.0, -2.0, 3.0, 2.0], np.float32)
     values = np.array([[0.0, -3.0, np.nan], [2.5, 9.0, 0.1]], np.float32)
     if batched:
-        seq = np.stack([seq, np.sort(np.array([3.0, -2.0, 0.1, 0.1, 7.0], np.float32))])
+        other = np.sort(np.array([3.0, -2.0, 0.1, 0.1, 7.0], np.float32))
+        if sequence == "nan":
+            other[0] = np.nan
+        seq = np.stack([seq, other])
     s, v = ember.tensor(seq), ember.tensor(values)
 
     def f(a, b):
@@ -150,6 +159,9 @@ def test_searchsorted_with_ties_and_nan(right, batched):
 
     got = _run(to_model(f, s, v), seq, values)
     _assert_same(got, _numpy(f(s, v)))
+    torch = pytest.importorskip("torch")
+    want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), right=right)
+    np.testing.assert_array_equal(got[0], want.numpy())
 
 
 @pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.0, 0.0), (2.0, 2.0)])

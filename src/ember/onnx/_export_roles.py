@@ -13,8 +13,17 @@ its optimizer records what a folded initializer was computed from
 * a value marked PARAMETER is a parameter, BUFFER a buffer, CONSTANT_TENSOR a constant;
 * a value folded from one other value is that value transformed (a weight transposed for
   MatMul), and keeps its role where the file still marks the source, else is a parameter;
-  folded from several, it is computed from them (a grid, frequencies times positions) and is
-  a constant, as it is no leaf of PyTorch's program;
+  folded from several, it is computed from them: a parameter where one of them was a
+  parameter of PyTorch's program (a weight-normed convolution's weight, from its magnitude
+  and direction; GroupNorm's weight reshaped), else a buffer where one was a buffer
+  (frequencies times positions), else a constant (a grid), as it is no leaf of PyTorch's
+  program. A source the optimizer folded away has no marker left on a value; its role is
+  read from the program's signature the exporter writes on the graph
+  (``pkg.torch.export.ExportedProgram.graph_signature``: ``p_x: PARAMETER target='x'``
+  lines). The folded value trains as one parameter: PyTorch trains its sources (a weight
+  norm's magnitude and direction), which the file no longer holds, so the import has the
+  folded value's elements where PyTorch has the sources' (TorchScript's exporter folds the
+  same way);
 * an unmarked value with at most one element is one of the program's scalars, a constant;
   other unmarked values (a convolution with BatchNorm fused in by the optimizer) are parameters.
 
@@ -33,11 +42,17 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 
 import numpy as np
 
 KIND_KEY = "pkg.torch.export.graph_signature.InputSpec.kind"
 FOLDED_KEY = "pkg.onnxscript.optimizer.folded_from"
+SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+# one input of the signature's text: "p_w: PARAMETER target='w'" (buffers add "persistent=")
+_SIGNATURE_LINE = re.compile(
+    r"^[ \t]*[^\s:]+: (PARAMETER|BUFFER|CONSTANT_TENSOR) target='([^'\n]*)'", re.MULTILINE
+)
 
 PARAMETER, BUFFER, CONSTANT = "parameter", "buffer", "constant"
 _KINDS = {"PARAMETER": PARAMETER, "BUFFER": BUFFER, "CONSTANT_TENSOR": CONSTANT}
@@ -64,12 +79,30 @@ def _sources(text: str) -> list[str]:
     return [n for n in names if isinstance(n, str)]
 
 
+def _signature_roles(graph) -> dict[str, str]:
+    """{target: PARAMETER, BUFFER or CONSTANT} of the program's inputs the graph's signature
+    text lists (those the optimizer folded away included); empty where it has none."""
+    text = next((p.value for p in graph.metadata_props if p.key == SIGNATURE_KEY), "")
+    return {target: _KINDS[kind] for kind, target in _SIGNATURE_LINE.findall(text)}
+
+
+def _folded_role(sources: list[str], metadata: dict, signature: dict) -> str:
+    """The role of a value folded from several ``sources``: a parameter where one was one,
+    else a buffer where one was one, else a constant."""
+    kinds = set()
+    for name in sources:
+        kind = _KINDS.get(metadata.get(name, {}).get(KIND_KEY, ""))
+        kinds.add(kind or signature.get(name))
+    return next((k for k in (PARAMETER, BUFFER) if k in kinds), CONSTANT)
+
+
 def initializer_roles(graph, initializers: dict[str, np.ndarray]) -> dict[str, str] | None:
     """{initializer name: PARAMETER, BUFFER or CONSTANT} for a file ``torch.export`` wrote,
     else None (see the module's docstring)."""
     metadata = _metadata(graph)
     if not any(KIND_KEY in props for props in metadata.values()):
         return None
+    signature = _signature_roles(graph)
     roles = {}
     for name, array in initializers.items():
         props = metadata.get(name, {})
@@ -81,9 +114,10 @@ def initializer_roles(graph, initializers: dict[str, np.ndarray]) -> dict[str, s
             sources = _sources(props[FOLDED_KEY])
             if len(sources) == 1:
                 marked = _KINDS.get(metadata.get(sources[0], {}).get(KIND_KEY, ""))
+                marked = marked or signature.get(sources[0])
                 roles[name] = marked or (CONSTANT if array.size <= 1 else PARAMETER)
             else:
-                roles[name] = CONSTANT
+                roles[name] = _folded_role(sources, metadata, signature)
             continue
         roles[name] = CONSTANT if array.size <= 1 else PARAMETER
     return roles

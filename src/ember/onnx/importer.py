@@ -45,6 +45,7 @@ from ._convert import (
     to_tensor,
 )
 from ._export_roles import BUFFER, CONSTANT, PARAMETER, initializer_roles, layout_copies
+from ._gradient_free import gradient_free
 from ._model import (
     MAX_LOOP_ITERATIONS,
     ModelSource,
@@ -665,7 +666,8 @@ class OnnxModule(Module):
     Module attribute cannot hold replaced by ``_``), except BatchNormalization's running
     statistics, which are buffers (a model's BatchNormalization nodes say whether they
     normalize with them or with the batch's), and, in a file ``torch.export`` wrote, what its
-    signature says are buffers or the program's constants (onnx/_export_roles.py); those
+    signature says are buffers or the program's constants (onnx/_export_roles.py), in another
+    file those no gradient reaches by the values' types (buffers: onnx/_gradient_free.py); those
     read only as numbers that set a shape (Resize's scales, Range's bounds) and the others
     stay constants. ``forward`` runs the
     model eagerly; wrap a training step in ``ember.function`` to capture it."""
@@ -683,7 +685,11 @@ class OnnxModule(Module):
         state_only, copies = _state_copies(runner, statistics)
         statistics |= state_only
         object.__setattr__(self, "_state_copies", {})
-        roles = initializer_roles(source.proto.graph, runner.initializers) or {}
+        roles = initializer_roles(source.proto.graph, runner.initializers)
+        if roles is None:  # (no signature: the types tell what no gradient reaches)
+            graph = source.proto.graph
+            statistics |= gradient_free(graph, runner.initializers, source.opsets)
+        roles = roles or {}
         shape_numbers = _static_only(runner)
         # folded copies of a weight the file also holds (a tied weight, transposed): computed
         # from it on each call (onnx/_export_roles.py)

@@ -12,9 +12,20 @@ broadcast does not change the scores' shape or dtype (a division by ``c`` become
 ``1/c``); the mask has the scores' dtype and broadcasts to their shape without changing it (the
 add's result has the scores' type), or is a bool tensor of the kept positions in
 ``where(keep, scores, -inf)`` (all of the constant -inf), and a constant lower triangle of
-them is ``causal``; q, kt and v have at least two dimensions, and the call's
-result type is the second product's. The key is kt with its last two axes swapped (a
-``permute``: a view, which simplify composes with a permute before it).
+them is ``causal``; both, ``where(keep, scores, fill) + mask`` (HuggingFace GPT-2's), where
+``keep`` is that triangle; q, kt and v have at least two dimensions, and the call's
+result type is the second product's. A causal ``where`` may fill with the dtype's lowest finite
+value (``finfo.min``, PyTorch's and HuggingFace's fill) as well as -inf: every row keeps its
+first key, so a masked position weighs exp(lowest - row max), which is 0 as -inf's is unless the
+kept scores themselves lie within ~100 of the lowest float (a row whose every kept score is
+-inf, from a mask added after, is the case that differs: 0/NaN in the op, not in the pattern).
+The key is kt with its last two axes swapped (a ``permute``: a view, which simplify composes
+with a permute before it).
+
+The weights may have their NaN zeroed, ``where(isnan(w), 0, w)``, which PyTorch's exporter
+writes after a bool-masked scaled_dot_product_attention's softmax for the rows every key is
+masked from: the op's ``safe`` (zeros for such a row, as PyTorch's attention). The two differ
+where a score is NaN (NaN inputs: the op's row is NaN, the file's zeros).
 
 The scale multiplies q before the product in the op (as ONNX's Attention and PyTorch's
 composites do) where the pattern scales the scores after it: equal but for rounding (the pass
@@ -29,6 +40,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import EmberError
+from ._registry import REGISTRY
 from ._rules import PatternRule
 from .binary import ADD, DIV, MUL
 from .linalg import MATMUL
@@ -104,28 +116,47 @@ def _scores(value, constant):
     return q, kt, scale
 
 
+def _far_below(filled, dtype) -> bool:
+    """Whether every value of the constant ``filled`` is -inf or the dtype's lowest finite value
+    (what PyTorch's and HuggingFace's causal masks fill with: ``finfo.min``)."""
+    lowest = np.finfo(dtype.np).min if dtype.is_floating_point else None
+    return lowest is not None and bool(np.all(np.isneginf(filled) | (filled == lowest)))
+
+
+def _selected(value, constant):
+    """(q, kt, scale, keep, finite fill) when ``value`` is ``where(keep, scores, fill)`` with a
+    bool ``keep`` and a constant fill of -inf or the lowest float (finite fill: whether it is
+    not all -inf); else None."""
+    node = value.node
+    if node.kind != "call" or node.op is not _WHERE or _call(value, _WHERE) is None:
+        return None
+    keep, scores, fill = node.inputs
+    filled = constant(fill)
+    if (
+        keep.type.dtype is not dt.bool_
+        or node.outputs[0].type != scores.type
+        or filled is None
+        or filled.size == 0
+        or not _far_below(filled, scores.type.dtype)
+    ):
+        return None
+    found = _scores(scores, constant)
+    return None if found is None else (*found, keep, not bool(np.all(np.isneginf(filled))))
+
+
 def _masked(value, constant):
-    """(q, kt, scale, mask or None) for the softmax's operand ``value``; else None."""
+    """(q, kt, scale, mask or None, keep or None, finite fill) for the softmax's operand
+    ``value``: an additive float ``mask``, a bool ``keep`` selected by a ``where``, or both
+    (``where(keep, scores, fill) + mask``, HuggingFace GPT-2's); else None."""
     found = _scores(value, constant)
     if found is not None:
-        return (*found, None)
+        return (*found, None, None, False)
+    selected = _selected(value, constant)
+    if selected is not None:
+        q, kt, scale, keep, finite = selected
+        return q, kt, scale, None, keep, finite
     node = value.node
-    if node.kind != "call" or node.op not in (ADD, _WHERE) or _call(value, node.op) is None:
-        return None
-    if node.op is _WHERE:  # where(keep, scores, -inf): a bool mask of the kept positions
-        keep, scores, fill = node.inputs
-        filled = constant(fill)
-        if (
-            keep.type.dtype is not dt.bool_
-            or node.outputs[0].type != scores.type
-            or filled is None
-            or filled.size == 0
-            or not np.all(np.isneginf(filled))
-        ):
-            return None
-        found = _scores(scores, constant)
-        return None if found is None else (*found, keep)
-    if node.attrs:
+    if node.kind != "call" or node.op is not ADD or _call(value, ADD) is None or node.attrs:
         return None
     for i in (0, 1):
         scores, mask = node.inputs[i], node.inputs[1 - i]
@@ -133,7 +164,11 @@ def _masked(value, constant):
             continue
         found = _scores(scores, constant)
         if found is not None:
-            return (*found, mask)
+            return (*found, mask, None, False)
+        selected = _selected(scores, constant)
+        if selected is not None:
+            q, kt, scale, keep, finite = selected
+            return q, kt, scale, mask, keep, finite
     return None
 
 
@@ -150,9 +185,31 @@ def _causal(mask, constant, rows: int, cols: int) -> bool:
     return plane.shape == tri.shape and bool(np.array_equal(plane, tri))
 
 
+def _nan_zeroed(value, constant):
+    """The softmax node when ``value`` is ``where(isnan(w), 0, w)`` of a softmax's weights
+    ``w`` (read only there), else None."""
+    node = value.node
+    if node.kind != "call" or node.op is not _WHERE or _call(value, _WHERE) is None:
+        return None
+    test, zero, w = node.inputs
+    filled = constant(zero)
+    if filled is None or filled.size == 0 or not np.all(filled == 0) or node.attrs:
+        return None
+    check = test.node
+    if check.kind != "call" or check.op is not REGISTRY["isnan"] or len(test.users) != 1:
+        return None
+    softmax = w.node
+    if check.inputs[0] is not w or softmax.kind != "call" or softmax.op is not SOFTMAX:
+        return None
+    if len(w.users) != 2 or any(x is w for x in node.graph.outputs):
+        return None
+    return softmax if node.outputs[0].type == w.type else None
+
+
 def _match(attention, node, constant):
     weights, v = node.inputs
     softmax = _call(weights, SOFTMAX)
+    zeroed = softmax is None and (softmax := _nan_zeroed(weights, constant)) is not None
     if softmax is None or len(v.shape) < 2:
         return None
     rank = len(weights.shape)
@@ -161,13 +218,16 @@ def _match(attention, node, constant):
     found = _masked(softmax.inputs[0], constant)
     if found is None:
         return None
-    q, kt, scale, mask = found
+    q, kt, scale, mask, keep, finite = found
     n = len(kt.shape)
     dims = (*range(n - 2), n - 1, n - 2)
-    causal = mask is not None and _causal(mask, constant, q.shape[-2], kt.shape[-1])
-    if causal:  # the kernel skips the keys a row does not see
-        mask = None
-    attrs = {"scale": scale, "causal": causal, "safe": bool(softmax.attrs.get("safe", False))}
+    causal = keep is not None and _causal(keep, constant, q.shape[-2], kt.shape[-1])
+    if keep is not None and not causal:
+        if mask is not None or finite:  # (the op takes one mask; a finite fill needs a kept key)
+            return None
+        mask = keep
+    safe = zeroed or bool(softmax.attrs.get("safe", False))
+    attrs = {"scale": scale, "causal": causal, "safe": safe}
     operands = [q, kt, v] + ([mask] if mask is not None else [])
     try:  # the op's own rule decides the types (a batch that does not broadcast, a dtype)
         k_type = _PERMUTE.infer(kt.type, dims=dims)

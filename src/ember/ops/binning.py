@@ -12,6 +12,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._registry import OpDef, apply, export, register
+from ._searchsorted_onnx import binary_search
 from ._util import elementwise_cost, reduction_cost
 from .elementwise import to_tensor
 
@@ -117,7 +118,7 @@ def _searchsorted_kernel(seq, values, *, right, int32):
     if common == dt.bfloat16.np or seq.dtype == dt.bfloat16.np:
         common = np.float32
     seq, values = seq.astype(common), values.astype(common)
-    if np.dtype(common).kind == "f" and np.isnan(seq).any():
+    if (np.dtype(common).kind == "f" and np.isnan(seq).any()) or not _is_sorted(seq):
         return _binary_search(seq, values, right).astype(out_dtype)
     if seq.ndim <= 1:
         return np.searchsorted(seq, values, side=side).astype(out_dtype)
@@ -130,11 +131,17 @@ def _searchsorted_kernel(seq, values, *, right, int32):
     return out.reshape(values.shape).astype(out_dtype)
 
 
+def _is_sorted(seq) -> bool:
+    """Whether every innermost row is in ascending order (NumPy's search assumes it; on a row
+    that is not, PyTorch's answer is its own binary search's)."""
+    return seq.ndim == 0 or seq.shape[-1] < 2 or bool(np.all(seq[..., 1:] >= seq[..., :-1]))
+
+
 def _binary_search(seq, values, right: bool):
-    """PyTorch's binary search step for step, for a sequence holding NaN: the start moves past
-    the middle unless ``mid >= value`` (``right``: ``mid > value``) holds, which a NaN on either
-    side never does. (NumPy orders NaN last, so its positions differ once the search meets
-    a NaN; without one they are the same.)"""
+    """PyTorch's binary search step for step, for a sequence holding NaN or out of order: the
+    start moves past the middle unless ``mid >= value`` (``right``: ``mid > value``) holds,
+    which a NaN on either side never does. (NumPy orders NaN last, so its positions differ
+    once the search meets a NaN; on a sorted row without one they are the same.)"""
     n = seq.shape[-1]
     rows = seq.reshape(-1, n) if seq.ndim > 1 else seq.reshape(1, n)
     vals = values.reshape(rows.shape[0], -1) if seq.ndim > 1 else values.reshape(1, -1)
@@ -151,8 +158,12 @@ def _binary_search(seq, values, right: bool):
 
 
 def _onnx_searchsorted(e):
-    """The insertion position is the count of elements before it: of the row's elements below
-    the value (``right``: not above it), NaN ordered above every number as in NumPy."""
+    """PyTorch's binary search where the rows' length is known (ops/_searchsorted_onnx.py: the
+    eager answer for any sequence). With a symbolic length, the insertion position is the
+    count of elements before it: of the row's elements below the value (``right``: not above
+    it), NaN ordered above every number as in NumPy; the same answer for a sorted sequence
+    without NaN, but not where the sequence holds NaN (eagerly the binary search's path
+    through it decides)."""
     seq, values = e.inputs
     st, vt = e.in_types
     common = np.result_type(st.dtype.np, vt.dtype.np)
@@ -160,6 +171,10 @@ def _onnx_searchsorted(e):
         common = np.dtype(np.float32)
     common = dt.from_numpy_dtype(common)
     seq, values = e.cast(seq, common), e.cast(values, common)
+    n = st.shape[-1] if len(st.shape) else None
+    if isinstance(n, int):
+        found = binary_search(e, seq, values, n, len(st.shape) > 1, e.attrs["right"])
+        return e.cast(found, e.out_types[0].dtype)
     v = e.node("Unsqueeze", [values, e.ints([-1])])
     s = seq if len(st.shape) <= 1 else e.node("Unsqueeze", [seq, e.ints([-2])])
     if e.attrs["right"]:

@@ -60,7 +60,11 @@ def _sortable(ctx, x):
 def _gather(ctx, data, indices):
     dims = shape_of(ctx, data)
     a = axis(ctx.attr("axis", 0), len(dims), ctx)
-    idx = _indices(ctx, indices, dims[a])
+    if is_static(indices):
+        idx = _indices(ctx, indices, dims[a])
+    else:  # ember's indexing counts a negative index from the end itself, and checks bounds
+        idx = ctx.tensor(indices)
+        idx = idx if idx.dtype == _dt.int64 else E.cast(idx, _dt.int64)
     lead = (slice(None),) * a
     if is_static(indices) and np.ndim(indices) == 0 and isinstance(dims[a], (int, np.integer)):
         # one fixed position: basic indexing (a view, as ``x[:, 2]``), not a gather's copy

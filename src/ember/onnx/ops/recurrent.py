@@ -21,7 +21,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ...nn.rnn import whole_layer_applies
 from ...ops.recurrent import gru_layer, lstm_layer
-from .._convert import converter, is_symbolic, to_tensor
+from .._convert import converter, is_static, is_symbolic, to_tensor
 from ._common import E, F, given
 
 # ONNX's activation functions: name -> (function of (x, alpha, beta), default alpha, beta);
@@ -86,7 +86,12 @@ def _chunks(t, parts: int, axis: int = 0) -> list:
 
 
 def _reorder(t, order: list[int], parts: int):
-    """``t``'s gate blocks along its first axis in the given order."""
+    """``t``'s gate blocks along its first axis in the given order (a NumPy array stays one:
+    an initializer's reordered copy is made once, at import, rather than by a ``cat`` in the
+    captured graph on every call)."""
+    if isinstance(t, np.ndarray):
+        blocks = np.split(t, parts, axis=0)
+        return np.concatenate([blocks[i] for i in order], 0)
     blocks = _chunks(t, parts)
     return E.cat([blocks[i] for i in order], 0)
 
@@ -103,6 +108,11 @@ class _Layer:
         self.x = E.transpose(x, 0, 1) if self.layout else x
         self.dtype = self.x.dtype
         self.w, self.r = ctx.tensor(w, self.dtype), ctx.tensor(r, self.dtype)
+        # the initializers as arrays, for the whole-layer op's reordered weights
+        self.static = {
+            name: np.asarray(value, dtype=self.dtype.np) if is_static(value) else None
+            for name, value in (("w", w), ("r", r), ("b", b if given(b) else None))
+        }
         self.steps, self.batch = self.x.shape[0], self.x.shape[1]
         gates = _GATES[kind]
         direction = ctx.attr("direction", "forward")
@@ -211,6 +221,23 @@ def _bias_parts(layer, d: int, gates: int):
     return E.narrow(layer.b[d], 0, 0, size), E.narrow(layer.b[d], 0, size, size)
 
 
+def _static_parts(layer, d: int, gates: int):
+    """(W[d], R[d], Wb, Rb) as NumPy arrays where the node's W, R and B are static (else None
+    for each that is not), for the whole-layer op's reordered copies."""
+    w, r, b = (layer.static[k] for k in ("w", "r", "b"))
+    size = gates * layer.hidden
+    wb, rb = (None, None) if b is None else (b[d, :size], b[d, size:])
+    return (None if w is None else w[d]), (None if r is None else r[d]), wb, rb
+
+
+def _gates(layer, static, value, order: list[int], parts: int):
+    """``value``'s gate blocks reordered, as a tensor: from its static array where there is one
+    (reordered once, now: a graph constant), else from the tensor ``value``."""
+    if static is None:
+        return None if value is None else _reorder(value, order, parts)
+    return to_tensor(_reorder(static, order, parts), layer.ctx.label)
+
+
 def _sum(a, b):
     return None if a is None else a + b
 
@@ -260,8 +287,10 @@ def _lstm(ctx, x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
         reverse = layer.direction == "reverse" or d == 1
         if fused:
             order = [0, 2, 3, 1]  # ONNX's i, o, f, c as PyTorch's i, f, c, o
-            w_ih, w_hh = _reorder(layer.w[d], order, 4), _reorder(layer.r[d], order, 4)
-            bias = None if wb is None else _reorder(wb + rb, order, 4)
+            sw, sr, swb, srb = _static_parts(layer, d, 4)
+            w_ih = _gates(layer, sw, layer.w[d], order, 4)
+            w_hh = _gates(layer, sr, layer.r[d], order, 4)
+            bias = _gates(layer, _sum(swb, srb), _sum(wb, rb), order, 4)
             y, h, c = lstm_layer(
                 F.linear(layer.x, w_ih, bias), layer.h0[d], layer.c0[d], w_hh, reverse
             )
@@ -324,12 +353,14 @@ def _gru(ctx, x, w, r, b=None, lens=None, h0=None):
         reverse = layer.direction == "reverse" or d == 1
         if fused:
             order = [1, 0, 2]  # ONNX's z, r, h as PyTorch's r, z, n
-            w_ih, w_hh = _reorder(layer.w[d], order, 3), _reorder(layer.r[d], order, 3)
-            b_ih = None if wb is None else _reorder(wb, order, 3)
+            sw, sr, swb, srb = _static_parts(layer, d, 3)
+            w_ih = _gates(layer, sw, layer.w[d], order, 3)
+            w_hh = _gates(layer, sr, layer.r[d], order, 3)
+            b_ih = _gates(layer, swb, wb, order, 3)
             if rb is None:
                 b_hh = E.zeros((3 * layer.hidden,), dtype=layer.dtype)
             else:
-                b_hh = _reorder(rb, order, 3)
+                b_hh = _gates(layer, srb, rb, order, 3)
             y, h = gru_layer(F.linear(layer.x, w_ih, b_ih), layer.h0[d], w_hh, b_hh, reverse)
         else:
             y, (h,) = _run_direction_gru(layer, d, wb, rb, before_reset)

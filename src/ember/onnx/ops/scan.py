@@ -12,9 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...control.scan import staged_scan
+from ...errors import EmberError
+from ...nn.rnn import whole_layer_applies
+from ...ops._registry import apply
+from ...ops.recurrent import GRU_LAYER, LSTM_LAYER
 from .._convert import EMPTY, converter, is_static
 from ._common import E, axis, rank_of
 from ._flow import all_static, captured, capturing, empty_stack, stack
+from .scan_layers import gru_body, lstm_body
 
 # ---------------------------------------------------------------------------------------------
 # Scan
@@ -40,12 +45,57 @@ def _scan(ctx, *args):
         x = _moveaxis(x, a, 0)
         sequences.append(_flip0(x) if d else x)
     unrolled = not capturing() or all_static(ctx, args, ["body"])
+    layer = _as_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs)
+    if layer is not None:
+        return layer
     final, ys = _run_scan(ctx, body, states, sequences, unrolled)
     outs = []
     for y, a, d in zip(ys, out_axes, out_dirs):
         y = _flip0(y) if d else y
         outs.append(_moveaxis(y, 0, axis(a, rank_of(y), ctx)))
     return (*final, *outs)
+
+
+def _as_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs):
+    """The Scan's outputs from ember's ``lstm_layer`` or ``gru_layer`` where its body is one
+    step as ember writes it (onnx/ops/scan_layers.py) and the op takes its operands, else
+    None."""
+    # (LSTM: states h, c and outputs h, c, y, cs, acts; GRU: state h and outputs h, y, acts)
+    outputs = {2: 5, 1: 3}.get(len(states))
+    if len(sequences) != 1 or outputs is None or ctx.num_outputs != outputs:
+        return None
+    if any(a != 0 for a in (*in_axes, *out_axes)) or len({*in_dirs, *out_dirs}) != 1:
+        return None
+    if len(states) == 2:
+        found = lstm_body(body, ctx.env)
+        names = None if found is None else (found,)
+    elif len(states) == 1:
+        names = gru_body(body, ctx.env)
+    else:
+        return None
+    if names is None or any(n not in ctx.env for n in names):
+        return None
+    xg, *initial = (ctx.tensor(v) for v in (sequences[0], *states))
+    w_t, *bias = (ctx.tensor(ctx.env[n]) for n in names)
+    reverse = bool(in_dirs[0])
+    if reverse:  # (flipped for the Scan's loop: the layer takes it in time order)
+        xg = _flip0(xg)
+    if (w_t.ndim, xg.ndim, *(h.ndim for h in initial)) != (2, 3, *([2] * len(initial))):
+        return None
+    if len({xg.dtype, w_t.dtype, *(t.dtype for t in (*initial, *bias))}) != 1:
+        return None
+    kind = "LSTM" if len(states) == 2 else "GRU"
+    if not whole_layer_applies(kind, xg, [w_t]) or xg.shape[0] == 0:
+        return None
+    try:
+        if kind == "LSTM":
+            y, h_n, c_n, cs, acts = apply(LSTM_LAYER, xg, *initial, E.t(w_t), reverse=reverse)
+            # (each step's outputs at its own time, as the Scan's reverse-stored outputs are)
+            return h_n, c_n, y, cs, acts
+        y, h_n, acts = apply(GRU_LAYER, xg, *initial, E.t(w_t), *bias, reverse=reverse)
+        return h_n, y, acts
+    except EmberError:  # (shapes the op refuses: the Scan runs as written)
+        return None
 
 
 def _check_scan_body(ctx, body, n_states: int, n_inputs: int):

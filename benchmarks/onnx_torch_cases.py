@@ -1,0 +1,211 @@
+"""Realistic-size models written in plain PyTorch, for benchmarks/onnx_runtime.py's ``--cases``.
+
+Each builder returns ``(module, example_inputs)``; the module is in eval mode with seeded weights.
+The patterns are those of HuggingFace's BERT, GPT-2 and ViT (rebuilt here, transformers is not
+a dependency): erf-GELU, LayerNorm after a residual add, attention as MatMul + scale + mask add +
+Softmax + MatMul, a causal mask by ``where``; and an LSTM tagger and a MobileNet-like CNN.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _attention_block(torch, hidden: int, heads: int, causal: bool, pre_norm: bool):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(hidden, hidden)
+            self.k = nn.Linear(hidden, hidden)
+            self.v = nn.Linear(hidden, hidden)
+            self.o = nn.Linear(hidden, hidden)
+            self.ln1 = nn.LayerNorm(hidden, eps=1e-12)
+            self.ln2 = nn.LayerNorm(hidden, eps=1e-12)
+            self.up = nn.Linear(hidden, 4 * hidden)
+            self.down = nn.Linear(4 * hidden, hidden)
+
+        def split(self, x):
+            b, s, _ = x.shape
+            return x.view(b, s, heads, hidden // heads).transpose(1, 2)
+
+        def attend(self, x, mask):
+            b, s, _ = x.shape
+            q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hidden // heads)
+            if causal:
+                keep = torch.ones(s, s, dtype=torch.bool).tril()
+                scores = torch.where(keep, scores, torch.finfo(scores.dtype).min)
+            scores = scores + mask
+            probs = F.softmax(scores, dim=-1)
+            out = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, hidden)
+            return self.o(out)
+
+        def forward(self, x, mask):
+            if pre_norm:
+                x = x + self.attend(self.ln1(x), mask)
+                return x + self.down(F.gelu(self.up(self.ln2(x))))
+            x = self.ln1(x + self.attend(x, mask))
+            return self.ln2(x + self.down(F.gelu(self.up(x))))
+
+    return Block()
+
+
+def bert(torch, hidden=256, layers=4, seq=128, batch=1, vocab=1000):
+    nn = torch.nn
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = nn.Embedding(vocab, hidden)
+            self.positions = nn.Embedding(512, hidden)
+            self.register_buffer("position_ids", torch.arange(512).unsqueeze(0), persistent=False)
+            self.ln = nn.LayerNorm(hidden, eps=1e-12)
+            self.blocks = nn.ModuleList(
+                _attention_block(torch, hidden, hidden // 64, False, False) for _ in range(layers)
+            )
+            self.pool = nn.Linear(hidden, hidden)
+
+        def forward(self, ids, attention_mask):
+            s = ids.shape[1]
+            x = self.ln(self.words(ids) + self.positions(self.position_ids[:, :s]))
+            mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+            for block in self.blocks:
+                x = block(x, mask)
+            return torch.tanh(self.pool(x[:, 0]))
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (batch, seq))
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[:, seq - seq // 8 :] = 0
+    return Bert().eval(), (ids, mask)
+
+
+def gpt2(torch, hidden=256, layers=4, seq=128, batch=1, vocab=1000):
+    nn = torch.nn
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = nn.Embedding(vocab, hidden)
+            self.positions = nn.Embedding(512, hidden)
+            self.blocks = nn.ModuleList(
+                _attention_block(torch, hidden, hidden // 64, True, True) for _ in range(layers)
+            )
+            self.ln = nn.LayerNorm(hidden)
+            self.head = nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, ids):
+            s = ids.shape[1]
+            x = self.words(ids) + self.positions(torch.arange(s).unsqueeze(0))
+            mask = torch.zeros(1, 1, 1, s)
+            for block in self.blocks:
+                x = block(x, mask)
+            return self.head(self.ln(x))
+
+    torch.manual_seed(0)
+    return Gpt().eval(), (torch.randint(0, vocab, (batch, seq)),)
+
+
+def vit(torch, hidden=256, layers=4, image=224, patch=16, batch=1):
+    nn = torch.nn
+
+    class Vit(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patches = nn.Conv2d(3, hidden, patch, stride=patch)
+            count = (image // patch) ** 2
+            self.cls = nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+            self.pos = nn.Parameter(torch.randn(1, count + 1, hidden) * 0.02)
+            self.blocks = nn.ModuleList(
+                _attention_block(torch, hidden, hidden // 64, False, True) for _ in range(layers)
+            )
+            self.ln = nn.LayerNorm(hidden)
+            self.head = nn.Linear(hidden, 1000)
+
+        def forward(self, pixels):
+            x = self.patches(pixels).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            mask = torch.zeros(1, 1, 1, x.shape[1])
+            for block in self.blocks:
+                x = block(x, mask)
+            return self.head(self.ln(x)[:, 0])
+
+    torch.manual_seed(0)
+    return Vit().eval(), (torch.randn(batch, 3, image, image),)
+
+
+def lstm(torch, hidden=256, layers=2, seq=64, batch=1, vocab=1000):
+    nn = torch.nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden)
+            self.rnn = nn.LSTM(hidden, hidden, num_layers=layers, batch_first=True)
+            self.head = nn.Linear(hidden, 32)
+
+        def forward(self, ids):
+            out, _ = self.rnn(self.embed(ids))
+            return self.head(out)
+
+    torch.manual_seed(0)
+    return Tagger().eval(), (torch.randint(0, vocab, (batch, seq)),)
+
+
+def mobilenet(torch, width=32, image=224, batch=1):
+    nn = torch.nn
+
+    def block(cin, cout, stride, expand=4):
+        mid = cin * expand
+        return nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False),
+            nn.BatchNorm2d(mid),
+            nn.ReLU6(),
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False),
+            nn.BatchNorm2d(mid),
+            nn.ReLU6(),
+            nn.Conv2d(mid, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        )
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, width, 3, 2, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU6()
+            )
+            chans = [width, 24, 32, 64, 96, 160]
+            self.blocks = nn.Sequential(
+                *(block(chans[i], chans[i + 1], 2 if i < 4 else 1) for i in range(5))
+            )
+            self.head = nn.Linear(chans[-1], 1000)
+
+        def forward(self, x):
+            x = self.blocks(self.stem(x))
+            return self.head(x.mean((2, 3)))
+
+    torch.manual_seed(0)
+    net = Net()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
+BUILDERS = {"bert": bert, "gpt2": gpt2, "vit": vit, "lstm": lstm, "mobilenet": mobilenet}
+
+
+def export(torch, name: str, path: str, batch: int, dynamo: bool, opset: int, **sizes) -> None:
+    """Writes case ``name`` at ``batch`` with torch.onnx.export (the dynamo or TorchScript
+    exporter) to ``path``."""
+    import warnings
+
+    module, example = BUILDERS[name](torch, batch=batch, **sizes)
+    options = {"external_data": False} if dynamo else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, example, path, dynamo=dynamo, opset_version=opset, **options)
