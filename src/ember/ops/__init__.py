@@ -12,14 +12,6 @@ for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _info.name.startswith("_") and _info.name != "api":
         importlib.import_module(f"{__name__}.{_info.name}")
 
-# layer normalization written out (ONNX before opset 17) is one layer_norm call: the rule
-# belongs on the op's OpDef in norm_act.py (``pattern=layer_norm_pattern()``), set here while
-# that module is being split
-if REGISTRY["layer_norm"].pattern is None:
-    from ._layer_norm_pattern import layer_norm_pattern
-
-    REGISTRY["layer_norm"].pattern = layer_norm_pattern()
-
 __all__ = ["REGISTRY", "PUBLIC", "METHODS", "FUNCTIONAL", "OpDef", "TensorType", "apply"]
 
 

@@ -1,6 +1,6 @@
 """The layer_norm op's `PatternRule` (ops/_rules.py): layer normalization as exporters write it
 without the operator (ONNX before opset 17, TorchScript's decomposition), one ``layer_norm``
-call (ops/norm_act.py) instead of a dozen nodes and two reductions:
+call (ops/layer_norm.py) instead of a dozen nodes and two reductions:
 
     m = mean(x)               sum(x, axes, keepdims) / N, or mean
     d = x - m
@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from . import binary  # noqa: F401  (the roots, div and add, registered before they are read)
 from ._registry import REGISTRY
 from ._rules import PatternRule
 

@@ -22,6 +22,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
+from ._layer_norm_pattern import layer_norm_pattern
 from ._norm_act_common import _c_runs, _compute_dtype, _fast_module, _onnx_c
 from ._registry import OpDef, apply, register
 from ._util import (
@@ -334,6 +335,7 @@ LAYER_NORM = register(
         save_inputs=(0, 1),
         workspace=_norm_workspace,
         batch=_norm_batch,
+        pattern=layer_norm_pattern(),  # (layer normalization written out: ONNX before opset 17)
         doc="layer_norm(x, weight, bias, eps): (x - mean) / sqrt(var + eps) * weight + bias "
         "over the trailing weight.ndim dimensions",
     )
