@@ -232,13 +232,16 @@ def test_bool_masked_sdpa_is_one_safe_attention_call(sdpa_files, dynamo):
 
 
 def _ember_rnn_file(bidirectional: bool, kind: str = "LSTM") -> tuple[bytes, np.ndarray]:
-    """An ember LSTM or GRU (two layers) exported by ember: each layer and direction a Scan
-    whose body is one step (ops/recurrent.py's ONNX rules)."""
+    """An ember LSTM, GRU or Elman RNN ("RNN-relu": with ReLU) of two layers exported by ember:
+    each layer and direction a Scan whose body is one step (ops/recurrent.py's and
+    ops/recurrent_elman.py's ONNX rules)."""
     import tempfile
     from pathlib import Path
 
     ember.manual_seed(0)
-    model = getattr(ember.nn, kind)(3, 5, num_layers=2, bidirectional=bidirectional).eval()
+    options = {"nonlinearity": "relu"} if kind == "RNN-relu" else {}
+    layer = getattr(ember.nn, kind.split("-")[0])
+    model = layer(3, 5, num_layers=2, bidirectional=bidirectional, **options).eval()
     x = np.random.default_rng(3).standard_normal((7, 2, 3)).astype(np.float32)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "lstm.onnx"
@@ -246,7 +249,7 @@ def _ember_rnn_file(bidirectional: bool, kind: str = "LSTM") -> tuple[bytes, np.
         return path.read_bytes(), x
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN-relu"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_ember_exported_rnn_scan_imports_as_the_whole_layer_op(bidirectional, kind):
     data, x = _ember_rnn_file(bidirectional, kind)
@@ -256,7 +259,7 @@ def test_ember_exported_rnn_scan_imports_as_the_whole_layer_op(bidirectional, ki
     function = ember.onnx.load(data)
     np.testing.assert_allclose(function(x).numpy(), want, rtol=1e-5, atol=1e-6)
     ops = _ops(function)
-    layer = f"{kind.lower()}_layer"
+    layer = f"{kind.split('-')[0].lower()}_layer"
     assert ops.count(layer) == (4 if bidirectional else 2) and "scan" not in ops, ops
     module = ember.onnx.load(data, trainable=True)  # (the op's gradient reaches the weights)
     out = module(ember.tensor(x))

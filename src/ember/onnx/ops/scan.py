@@ -16,10 +16,11 @@ from ...errors import EmberError
 from ...nn.rnn import whole_layer_applies
 from ...ops._registry import apply
 from ...ops.recurrent import GRU_LAYER, LSTM_LAYER
+from ...ops.recurrent_elman import RNN_LAYER
 from .._convert import EMPTY, converter, is_static
 from ._common import E, axis, rank_of
 from ._flow import all_static, captured, capturing, empty_stack, stack
-from .scan_layers import gru_body, lstm_body
+from .scan_layers import elman_body, gru_body, lstm_body
 
 # ---------------------------------------------------------------------------------------------
 # Scan
@@ -57,22 +58,25 @@ def _scan(ctx, *args):
 
 
 def _as_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs):
-    """The Scan's outputs from ember's ``lstm_layer`` or ``gru_layer`` where its body is one
-    step as ember writes it (onnx/ops/scan_layers.py) and the op takes its operands, else
-    None."""
-    # (LSTM: states h, c and outputs h, c, y, cs, acts; GRU: state h and outputs h, y, acts)
-    outputs = {2: 5, 1: 3}.get(len(states))
-    if len(sequences) != 1 or outputs is None or ctx.num_outputs != outputs:
+    """The Scan's outputs from ember's ``lstm_layer``, ``gru_layer`` or ``rnn_layer`` where its
+    body is one step as ember writes it (onnx/ops/scan_layers.py) and the op takes its
+    operands, else None."""
+    # (LSTM: states h, c and outputs h, c, y, cs, acts; GRU: state h and outputs h, y, acts;
+    # Elman: state h and outputs h, y)
+    kind = {(2, 5): "LSTM", (1, 3): "GRU", (1, 2): "RNN"}.get((len(states), ctx.num_outputs))
+    if len(sequences) != 1 or kind is None or len(out_dirs) != ctx.num_outputs - len(states):
         return None
     if any(a != 0 for a in (*in_axes, *out_axes)) or len({*in_dirs, *out_dirs}) != 1:
         return None
-    if len(states) == 2:
+    relu = False
+    if kind == "LSTM":
         found = lstm_body(body, ctx.env)
         names = None if found is None else (found,)
-    elif len(states) == 1:
+    elif kind == "GRU":
         names = gru_body(body, ctx.env)
     else:
-        return None
+        found = elman_body(body)
+        names, relu = (None, False) if found is None else ((found[0],), found[1])
     if names is None or any(n not in ctx.env for n in names):
         return None
     xg, *initial = (ctx.tensor(v) for v in (sequences[0], *states))
@@ -84,16 +88,19 @@ def _as_layer(ctx, body, states, sequences, in_axes, in_dirs, out_axes, out_dirs
         return None
     if len({xg.dtype, w_t.dtype, *(t.dtype for t in (*initial, *bias))}) != 1:
         return None
-    kind = "LSTM" if len(states) == 2 else "GRU"
-    if not whole_layer_applies(kind, xg, [w_t]) or xg.shape[0] == 0:
+    mode = {"RNN": "RNN_RELU" if relu else "RNN_TANH"}.get(kind, kind)
+    if not whole_layer_applies(mode, xg, [w_t]) or xg.shape[0] == 0:
         return None
     try:
         if kind == "LSTM":
             y, h_n, c_n, cs, acts = apply(LSTM_LAYER, xg, *initial, E.t(w_t), reverse=reverse)
             # (each step's outputs at its own time, as the Scan's reverse-stored outputs are)
             return h_n, c_n, y, cs, acts
-        y, h_n, acts = apply(GRU_LAYER, xg, *initial, E.t(w_t), *bias, reverse=reverse)
-        return h_n, y, acts
+        if kind == "GRU":
+            y, h_n, acts = apply(GRU_LAYER, xg, *initial, E.t(w_t), *bias, reverse=reverse)
+            return h_n, y, acts
+        y, h_n = apply(RNN_LAYER, xg, *initial, E.t(w_t), reverse=reverse, relu=relu)
+        return h_n, y
     except EmberError:  # (shapes the op refuses: the Scan runs as written)
         return None
 

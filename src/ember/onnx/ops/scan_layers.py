@@ -1,7 +1,10 @@
 """A Scan whose body is one LSTM or GRU step, as ember's exporter writes ``lstm_layer`` and
 ``gru_layer`` (ops/recurrent.py ``_onnx_lstm_layer``, ``_onnx_gru_layer``), imported as that
 op: the time loop in C (kernels/crnn.py) instead of a ``scan`` running the step's thirteen or
-seventeen ops at every step.
+seventeen ops at every step (an Elman RNN's ``rnn_layer``: three).
+
+Elman RNN: state h, one scan input xg, ``h' = tanh(xg + h @ W)`` (or relu), outputs
+``(h', h')``.
 
 GRU: state h, one scan input xg, ``q = h @ W + b`` with W and b from the enclosing graph, xg
 and q split into equal thirds (r, z, n), ``r = sigmoid(xr + qr)``, ``z = sigmoid(xz + qz)``,
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gru_body", "lstm_body"]
+__all__ = ["elman_body", "gru_body", "lstm_body"]
 
 
 def lstm_body(body, env) -> str | None:
@@ -246,3 +249,31 @@ def _scalar(env, name) -> float | None:
     if not isinstance(value, np.ndarray) or value.size != 1:
         return None
     return float(value.reshape(-1)[0])
+
+
+def elman_body(body) -> tuple[str, bool] | None:
+    """(the enclosing graph's name of W (H, H), whether the activation is relu) when ``body``
+    is the Elman RNN step, else None."""
+    if len(body.input_names) != 2 or len(body.output_names) != 2:
+        return None
+    h_in, x_in = body.input_names
+    b = _Body(body)
+    if not b.ok:
+        return None
+    h_out, y_out = body.output_names
+    if b.through_identity(y_out) != h_out:
+        return None
+    made = b.made.get(h_out)
+    if made is None or made.op_type not in ("Tanh", "Relu"):
+        return None
+    act = b.call(h_out, made.op_type, 1)
+    total = b.call(act.input[0], "Add", 2)
+    if total is None or list(total.input).count(x_in) != 1:
+        return None
+    product = b.call(next(v for v in total.input if v != x_in), "MatMul", 2)
+    if product is None or product.input[0] != h_in:
+        return None
+    weight = product.input[1]
+    if weight in b.made or weight in body.input_names or len(b.used) != len(body.steps):
+        return None
+    return weight, made.op_type == "Relu"
