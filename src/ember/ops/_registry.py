@@ -180,24 +180,43 @@ def _preferring(fast, kernel, real_only: bool = False):
     gate = getattr(fast, "declines_unless", None)
     if gate is not None:
         dtypes, size = gate
+        # (a dtype's class stands for it: hashed by identity, and a dtype of one of these
+        # classes the rule does not take, a byte-swapped one, only calls the rule for nothing)
+        classes = frozenset(type(d) for d in dtypes)
 
         def run(*arrays, **attrs):
             # (every small eager elementwise call passes here) operands that broadcast make a
             # result no larger than the product of their sizes (each result dimension is one
             # operand's): below ``size`` it is small too, without working out its shape
-            shape = arrays[0].shape if arrays else ()
-            product = 1
-            same = True
-            for a in arrays:
-                n = a.size
-                if a.dtype in dtypes or n >= size:
-                    break
-                product *= n
-                if same and a.shape != shape:
-                    same = False
+            if len(arrays) == 2:  # (the common calls, spelled out)
+                a, b = arrays
+                na, nb = a.size, b.size
+                if (
+                    na < size
+                    and nb < size
+                    and type(a.dtype) not in classes
+                    and type(b.dtype) not in classes
+                    and (na * nb < size or a.shape == b.shape)
+                ):
+                    return kernel(a, b, **attrs)
+            elif len(arrays) == 1:
+                a = arrays[0]
+                if a.size < size and type(a.dtype) not in classes:
+                    return kernel(a, **attrs)
             else:
-                if same or product < size:
-                    return kernel(*arrays, **attrs)
+                shape = arrays[0].shape if arrays else ()
+                product = 1
+                same = True
+                for a in arrays:
+                    n = a.size
+                    if n >= size or type(a.dtype) in classes:
+                        break
+                    product *= n
+                    if same and a.shape != shape:
+                        same = False
+                else:
+                    if same or product < size:
+                        return kernel(*arrays, **attrs)
             result = fast(*arrays, **attrs)
             return kernel(*arrays, **attrs) if result is None else result
 
