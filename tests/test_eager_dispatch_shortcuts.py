@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import ember
-from ember.errors import ArgumentTypeError
+from ember.errors import ArgumentTypeError, ShapeError
 from ember.ops import REGISTRY, api
 from ember.ops import _registry as reg
+from ember.ops import _util as reg_util
 
 _RNG = np.random.default_rng(53)
 _SIZE = 1 << 10  # the spy's gate: operands whose broadcast result may hold this many
@@ -163,3 +164,20 @@ def test_api_names_follow_a_later_export():
         api._forget(name)
     with pytest.raises(AttributeError, match="no op function"):
         api._eager53_probe  # noqa: B018
+
+
+def test_two_shapes_broadcast_as_the_general_loop():
+    """Two shapes take their own loop; a third, empty shape sends them through the general
+    one, which must agree (sizes, and a ShapeError naming the clashing dimension)."""
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        x, y = (tuple(rng.integers(0, 4, rng.integers(1, 5)).tolist()) for _ in range(2))
+        try:
+            want = reg_util.broadcast_shapes("add", x, y, ())
+        except ShapeError as exc:
+            with pytest.raises(ShapeError) as got:
+                reg_util.broadcast_shapes("add", x, y)
+            clash = str(exc).split("(dimension ")[1].split(")")[0]
+            assert f"(dimension {clash})" in str(got.value)
+            continue
+        assert reg_util.broadcast_shapes("add", x, y) == want == np.broadcast_shapes(x, y)
