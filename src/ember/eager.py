@@ -75,14 +75,14 @@ class EagerMode(_reg.Mode):
             return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
             n = len(inputs)
-            if attrs:
-                result = op.run(*[t._data for t in inputs], **attrs)
+            if n == 1:
+                data = inputs[0]._data
+                result = op.run(data, **attrs) if attrs else op.run(data)
             elif n == 2:
-                result = op.run(inputs[0]._data, inputs[1]._data)
-            elif n == 1:
-                result = op.run(inputs[0]._data)
+                data, other = inputs[0]._data, inputs[1]._data
+                result = op.run(data, other, **attrs) if attrs else op.run(data, other)
             else:
-                result = op.run(*[t._data for t in inputs])
+                result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
         except MemoryError as exc:  # (NumPy's: not a RuntimeError, which PyTorch's is)

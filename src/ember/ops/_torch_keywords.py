@@ -87,13 +87,17 @@ def _renaming(fn, aliases: dict):
 
 
 def _taking(fn, aliases: dict):
-    rename = _renaming(fn, aliases)
-
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if not kwargs:  # (the common call: nothing to rename)
             return fn(*args)
-        rename(kwargs)
+        for torch_name, own in aliases.items():  # (`_renaming`'s loop, inlined)
+            if torch_name in kwargs:
+                if own in kwargs:
+                    raise ArgumentTypeError(
+                        f"{fn.__name__}() got both {torch_name}= and {own}= for one argument"
+                    )
+                kwargs[own] = kwargs.pop(torch_name)
         return fn(*args, **kwargs)
 
     return call
