@@ -403,10 +403,11 @@ def _root_grads(outputs, grad_outputs, create_graph):
                     op="backward",
                 )
             ones = np.ones if not _meta.is_meta(out._data) else _meta.stand_in  # (no data)
-            g = Tensor._wrap(ones(out.shape, out._data.dtype))
+            g = Tensor._wrap(ones(out._data.shape, out._data.dtype))
         elif not isinstance(g, Tensor):
             g = Tensor(np.asarray(g, dtype=out._data.dtype))
-        if tuple(g.shape) != tuple(out.shape):
+        # (the arrays' shapes: no Size made)
+        if tuple(g._data.shape) != tuple(out._data.shape):
             raise ShapeError(
                 f"gradient of shape {tuple(g.shape)} given for an output of shape "
                 f"{tuple(out.shape)}",
@@ -457,8 +458,7 @@ def _run(roots, retain_graph, create_graph, capture=None):
     """Execute the backward pass. ``capture`` maps (node, output_nr) to a slot index; when given,
     gradients arriving there are returned instead of accumulated into leaves. Autocast is off
     meanwhile: each VJP computes in the dtypes its forward recorded (ops/_autocast.py)."""
-    with _autocast.suspended():
-        return _run_backward(roots, retain_graph, create_graph, capture)
+    return _autocast.run_suspended(_run_backward, roots, retain_graph, create_graph, capture)
 
 
 def _slots(node) -> int:

@@ -45,7 +45,7 @@ _MULTI_OUTPUT = _views.MULTI_OUTPUT
 class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
         # (every eager op call runs this: one pass per loop, no comprehensions where the common
-        # arities can be spelled out)
+        # arities can be spelled out, no keyword packing for an op called without attributes)
         requires = False
         grad = _state.grad_enabled
         in_types = []
@@ -70,15 +70,17 @@ class EagerMode(_reg.Mode):
                 _reg._refuse_special(op, inputs)
             in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
         in_types = tuple(in_types)
-        out_type = op.infer(*in_types, **attrs)
+        out_type = op.infer(*in_types, **attrs) if attrs else op.infer(*in_types)
         if _meta.active[0] and (_meta._creating[0] or _any_meta(inputs)):
             return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
             n = len(inputs)
-            if n == 2:
-                result = op.run(inputs[0]._data, inputs[1]._data, **attrs)
-            elif n == 1:
-                result = op.run(inputs[0]._data, **attrs)
+            if n == 1:
+                data = inputs[0]._data
+                result = op.run(data, **attrs) if attrs else op.run(data)
+            elif n == 2:
+                data, other = inputs[0]._data, inputs[1]._data
+                result = op.run(data, other, **attrs) if attrs else op.run(data, other)
             else:
                 result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:

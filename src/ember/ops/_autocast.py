@@ -205,6 +205,19 @@ def suspended():
         _state.autocast = previous
 
 
+def run_suspended(fn, *args):
+    """``fn(*args)`` with autocast off, as inside `suspended` (a function, not a generator's
+    context manager: every backward pass starts here)."""
+    previous = _state.autocast
+    if previous is None:
+        return fn(*args)
+    _state.autocast = None
+    try:
+        return fn(*args)
+    finally:
+        _state.autocast = previous
+
+
 def clear_cache() -> None:
     local.cache.clear()
 

@@ -26,11 +26,17 @@ from ._registry import is_grad_enabled, set_grad_enabled_flag
 __all__ = ["taking_out"]
 
 
-def taking_out(fn, name: str):
-    """``fn`` also taking ``out=`` (see the module docstring)."""
+def taking_out(fn, name: str, rename=None):
+    """``fn`` also taking ``out=`` (see the module docstring). ``rename(kwargs)``: renames
+    PyTorch's keywords to ``fn``'s in place first (ops/_torch_keywords.py), in this one wrapper
+    rather than a second one around ``fn``."""
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if not kwargs:  # (the common call: no keyword to rename, no out)
+            return fn(*args)
+        if rename is not None:
+            rename(kwargs)
         if "out" not in kwargs:
             return fn(*args, **kwargs)
         out = kwargs.pop("out")

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError
 from ._rules import Complex
 
@@ -137,10 +139,13 @@ class OpDef:
 
     def _bind_run(self) -> None:
         fast = self.fast
-        if fast is not None and self.complex is not None:
-            if not getattr(fast, "declines_complex", False):  # (gated by dtype already)
-                fast = _real_only(fast)  # (C code never sees complex arrays)
-        self.run = self.kernel if fast is None else _preferring(fast, self.kernel)
+        # (C code never sees complex arrays; a fast rule gated by dtype declines them already)
+        real_only = (
+            fast is not None
+            and self.complex is not None
+            and not getattr(fast, "declines_complex", False)
+        )
+        self.run = self.kernel if fast is None else _preferring(fast, self.kernel, real_only)
 
     def attach_fast(self, fast) -> None:
         """Give the op a ``fast`` rule after its definition (ops/_half.py attaches the C loop
@@ -152,27 +157,66 @@ class OpDef:
         return f"<op {self.name} ({self.kind})>"
 
 
-def _preferring(fast, kernel):
+def _preferring(fast, kernel, real_only: bool = False):
     """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None). A fast rule
     may say when it surely declines, ``fast.declines_unless = (dtypes, size)``: where no
-    operand's dtype is in ``dtypes``, none holds ``size`` elements or more and all share one
-    shape (ops/_half.py's elementwise loops on small float32 operands; operands that broadcast
-    may make a large result); the kernel then runs without calling it."""
+    operand's dtype is in ``dtypes`` and the operands' broadcast result surely holds fewer than
+    ``size`` elements (ops/_half.py's elementwise loops on small float32 operands); the kernel
+    then runs without calling it. ``real_only``: the kernel runs where an operand is complex
+    (`_real_only`, in this one function rather than a second one around ``fast``)."""
+    if real_only and getattr(fast, "declines_unless", None) is None:
+
+        def run(*arrays, **attrs):
+            for a in arrays:
+                if (a.dtype.kind if type(a) is _ndarray else _kind(a)) == "c":
+                    return kernel(*arrays, **attrs)
+            result = fast(*arrays, **attrs)
+            return kernel(*arrays, **attrs) if result is None else result
+
+        run.__name__ = getattr(kernel, "__name__", "run")
+        return run
+    if real_only:
+        fast = _real_only(fast)
     gate = getattr(fast, "declines_unless", None)
     if gate is not None:
         dtypes, size = gate
+        # (a dtype's class stands for it: hashed by identity, and a dtype of one of these
+        # classes the rule does not take, a byte-swapped one, only calls the rule for nothing)
+        classes = frozenset(type(d) for d in dtypes)
 
         def run(*arrays, **attrs):
-            for a in arrays:  # (every small eager elementwise call passes here)
-                if a.dtype in dtypes or a.size >= size:
-                    break
-            else:  # (operands of other shapes: their broadcast result may be large)
+            # (every small eager elementwise call passes here) operands that broadcast make a
+            # result no larger than the product of their sizes (each result dimension is one
+            # operand's): below ``size`` it is small too, without working out its shape
+            if len(arrays) == 2:  # (the common calls, spelled out)
+                a, b = arrays
+                na, nb = a.size, b.size
+                if (
+                    na < size
+                    and nb < size
+                    and type(a.dtype) not in classes
+                    and type(b.dtype) not in classes
+                    and (na * nb < size or a.shape == b.shape)
+                ):
+                    return kernel(a, b, **attrs)
+            elif len(arrays) == 1:
+                a = arrays[0]
+                if a.size < size and type(a.dtype) not in classes:
+                    return kernel(a, **attrs)
+            else:
                 shape = arrays[0].shape if arrays else ()
+                product = 1
+                same = True
                 for a in arrays:
-                    if a.shape != shape:
+                    n = a.size
+                    if n >= size or type(a.dtype) in classes:
                         break
+                    product *= n
+                    if same and a.shape != shape:
+                        same = False
                 else:
-                    return kernel(*arrays, **attrs)
+                    if same or product < size:
+                        return kernel(*arrays, **attrs)
             result = fast(*arrays, **attrs)
             return kernel(*arrays, **attrs) if result is None else result
 
@@ -191,11 +235,20 @@ def _real_only(fast):
 
     def real_fast(*arrays, **attrs):
         for a in arrays:
-            if getattr(getattr(a, "dtype", None), "kind", None) == "c":
+            if _kind(a) == "c":
                 return None
         return fast(*arrays, **attrs)
 
     return real_fast
+
+
+def _kind(a):
+    """The NumPy kind of operand ``a``'s dtype (None for an operand without one, an absent
+    bias)."""
+    return getattr(getattr(a, "dtype", None), "kind", None)
+
+
+_ndarray = np.ndarray
 
 
 def native_code(node) -> bool:
@@ -271,6 +324,8 @@ INPLACE: dict[str, Callable] = {}  # Tensor gets ``name_`` writing ``fn(self, ..
 # called with each op as it is registered (ops/_half.py's: the C loop as the fast rule of an
 # elementwise op with a C expression); a lower module adds to it, so this one imports none
 REGISTER_HOOKS: list = []
+# called with each public name as `export` (re)defines it (ops/api.py forgets its copy)
+EXPORT_HOOKS: list = []
 
 
 _PLAIN_VALUES = frozenset((bool, int, float, complex, str, list, tuple, dict, type(None)))
@@ -313,6 +368,8 @@ def export(
         public_name = name or f.__name__
         if toplevel:
             PUBLIC[public_name] = f
+            for hook in EXPORT_HOOKS:
+                hook(public_name)
         if functional:
             FUNCTIONAL[public_name] = f
         if method:

@@ -71,17 +71,33 @@ def _aliases(fn, name: str | None = None) -> dict:
     return aliases
 
 
+def _renaming(fn, aliases: dict):
+    """A function renaming PyTorch's keywords in a call's ``kwargs`` to ``fn``'s, in place."""
+
+    def rename(kwargs):
+        for torch_name, own in aliases.items():
+            if torch_name in kwargs:
+                if own in kwargs:
+                    raise ArgumentTypeError(
+                        f"{fn.__name__}() got both {torch_name}= and {own}= for one argument"
+                    )
+                kwargs[own] = kwargs.pop(torch_name)
+
+    return rename
+
+
 def _taking(fn, aliases: dict):
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if kwargs:
-            for torch_name, own in aliases.items():
-                if torch_name in kwargs:
-                    if own in kwargs:
-                        raise ArgumentTypeError(
-                            f"{fn.__name__}() got both {torch_name}= and {own}= for one argument"
-                        )
-                    kwargs[own] = kwargs.pop(torch_name)
+        if not kwargs:  # (the common call: nothing to rename)
+            return fn(*args)
+        for torch_name, own in aliases.items():  # (`_renaming`'s loop, inlined)
+            if torch_name in kwargs:
+                if own in kwargs:
+                    raise ArgumentTypeError(
+                        f"{fn.__name__}() got both {torch_name}= and {own}= for one argument"
+                    )
+                kwargs[own] = kwargs.pop(torch_name)
         return fn(*args, **kwargs)
 
     return call
@@ -108,8 +124,11 @@ def with_torch_keywords(table: dict, *, out: bool = False, aliases: bool = True)
         wants_out = out and _lacks_out(fn) and _may_take_out(name)
         key = (fn, tuple(sorted(names.items())), wants_out)
         if key not in _WRAPPED:
-            wrapped = _taking(fn, names) if names else fn
-            _WRAPPED[key] = taking_out(wrapped, name) if wants_out else wrapped
+            if wants_out:  # (one wrapper renaming the keywords and taking out=)
+                rename = _renaming(fn, names) if names else None
+                _WRAPPED[key] = taking_out(fn, name, rename)
+            else:
+                _WRAPPED[key] = _taking(fn, names) if names else fn
         result[name] = _WRAPPED[key]
     return result
 

@@ -84,6 +84,7 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
             return tuple(first)
         if not first:
             return tuple(shapes[1])
+        return _broadcast_two(op, first, shapes[1])
     elif all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
@@ -104,6 +105,32 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                         f"(dimension {i}: {size} vs {d})",
                         op=op,
                     )
+        result.append(size)
+    return tuple(result)
+
+
+def _broadcast_two(op: str, x, y) -> tuple:
+    """`broadcast_shapes` of two shapes: its loop over the shapes spelled out for two (a + row
+    passes here), the same comparisons in the same order, so symbolic sizes record the same
+    assumptions (symbolic.py: ``==`` of two sizes records that they are equal)."""
+    nx, ny = len(x), len(y)
+    result = []
+    for i in range(-(nx if nx > ny else ny), 0):
+        if -i > ny or -i > nx:  # (one shape has this dimension: its size)
+            d = x[i] if -i > ny else y[i]
+            result.append(1 if d == 1 else d)
+            continue
+        a, b = x[i], y[i]
+        size = 1 if a == 1 else a
+        if not b == 1:
+            if size == 1:
+                size = b
+            elif b != size:
+                raise ShapeError(
+                    f"shapes {fmt_shape(x)} and {fmt_shape(y)} cannot be broadcast together "
+                    f"(dimension {i}: {size} vs {b})",
+                    op=op,
+                )
         result.append(size)
     return tuple(result)
 

@@ -157,21 +157,29 @@ def _sub_vjp(c, g):
     )
 
 
+def _conj(t, complex_: bool):
+    """``conj(t)``, which is ``t`` itself for real values (asked of the recorded dtype: the
+    multiplication's and division's gradients skip the call, most are real)."""
+    return E.conj(t) if complex_ else t
+
+
 def _mul_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
+    complex_ = c.in_types[0].dtype.is_complex
     return (
-        _reduce_to(g * E.conj(y), c.in_types[0]) if nx else None,
-        _reduce_to(g * E.conj(x), c.in_types[1]) if ny else None,
+        _reduce_to(g * _conj(y, complex_), c.in_types[0]) if nx else None,
+        _reduce_to(g * _conj(x, complex_), c.in_types[1]) if ny else None,
     )
 
 
 def _div_vjp(c, g):
     x, y = c.inputs
     nx, ny = c.needs_input_grad
+    complex_ = c.in_types[0].dtype.is_complex
     return (
-        _reduce_to(g / E.conj(y), c.in_types[0]) if nx else None,
-        _reduce_to(-g * E.conj(x / (y * y)), c.in_types[1]) if ny else None,
+        _reduce_to(g / _conj(y, complex_), c.in_types[0]) if nx else None,
+        _reduce_to(-g * _conj(x / (y * y), complex_), c.in_types[1]) if ny else None,
     )
 
 
