@@ -307,3 +307,28 @@ def test_loaders_read_samples_through_the_datasets_own_methods(workers):
     _assert_same(
         [w for w in want if not isinstance(w, str)], [g for g in got if not isinstance(g, str)]
     )
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_losses_pytorch_computes_on_integers(dtype):
+    """margin ranking, cosine embedding, triplet margin and Poisson NLL losses of integer
+    tensors: PyTorch computes them (their float margin or eps promotes), ember refused them."""
+    x = np.arange(2 * 3 * 4).reshape(2, 3, 4) % 7 - 3
+
+    def program(lib):
+        F = lib.nn.functional
+
+        def i(a):
+            return lib.tensor(a).to(getattr(lib, dtype))
+
+        return [
+            F.margin_ranking_loss(i(x[0]), i(x[1]), lib.tensor(np.sign(x[0])), margin=0.5),
+            lib.nn.MarginRankingLoss()(i(x[0]), lib.tensor(x[1]).float(), i(np.sign(x[0]))),
+            F.poisson_nll_loss(i(x), i(x), reduction="sum"),
+            F.poisson_nll_loss(i(np.abs(x)), i(x), log_input=False, full=True),
+            F.cosine_embedding_loss(i(x[0]), i(x[1]), lib.tensor([1, -1, 1]), margin=0.1),
+            F.triplet_margin_loss(i(x[0]), i(x[1]), i(x[0] * 2), swap=True),
+        ]
+
+    want, got = _both(program)
+    _assert_same(want, got)

@@ -194,7 +194,8 @@ def poisson_nll_loss(
     Stirling term still differentiates ``log(0)``)."""
     op = "poisson_nll_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
-    x, t = promote(float_input(op, input, complex_ok=True), to_tensor(target), floating=True)
+    x = float_input(op, input, complex_ok=True, integers=True)
+    x, t = promote(x, to_tensor(target), floating=True)
     if log_input:
         loss = E.exp(x) - t * x
     else:
