@@ -332,3 +332,36 @@ def test_losses_pytorch_computes_on_integers(dtype):
 
     want, got = _both(program)
     _assert_same(want, got)
+
+
+def test_saved_tensor_hooks_own_their_values_and_mutation_is_allowed():
+    """A tensor saved through a user's saved-tensor hooks may change in place afterwards (the
+    backward reads what unpack gives: PyTorch's); allow_mutation_on_saved_tensors gives the
+    gradient of the values as saved; checkpointing still refuses an input changed after it."""
+
+    def program(lib):
+        out = []
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with lib.autograd.graph.allow_mutation_on_saved_tensors():
+            b = a.clone()
+            c = b.sin() * b
+            b.mul_(10)
+            (c.sum() + b.exp()[0]).backward()
+        out.append(a.grad)
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+            b = a.clone()
+            c = b * b
+        b.mul_(2)
+        c.sum().backward()
+        out.append(a.grad)
+        return out
+
+    want, got = _both(program)
+    _assert_same(want, got)
+    a = ember.tensor([1.0, 2.0], requires_grad=True)
+    h = a * 1
+    y = ember.utils.checkpoint.checkpoint(lambda t: (t * t).sum(), h, use_reentrant=False)
+    h.mul_(3)
+    with pytest.raises(ember.AutogradError, match="modified by an in-place"):
+        y.backward()
