@@ -365,3 +365,44 @@ def test_saved_tensor_hooks_own_their_values_and_mutation_is_allowed():
     h.mul_(3)
     with pytest.raises(ember.AutogradError, match="modified by an in-place"):
         y.backward()
+
+
+def test_grad_fn_names_printed_with_losses_and_layers_are_pytorchs():
+    """What print(loss) shows: label-smoothed and probability-target cross-entropy,
+    interpolation per mode, scaled_dot_product_attention (the CPU flash kernel's node for 4-D
+    inputs without dropout), adaptive pools (a new tensor when the size is kept)."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(0)
+        x1 = lib.tensor(g.standard_normal((1, 2, 6)), requires_grad=True)
+        x2 = lib.tensor(g.standard_normal((1, 2, 6, 6)), requires_grad=True)
+        x3 = lib.tensor(g.standard_normal((1, 2, 4, 4, 4)), requires_grad=True)
+        t = lib.tensor([0, 1, 2, 3, 4, 5])
+        calls = [
+            lambda: F.cross_entropy(x2[0, 0], t, label_smoothing=0.1),
+            lambda: F.cross_entropy(x2[0, 0], t, label_smoothing=0.1, reduction="none"),
+            lambda: F.cross_entropy(x2[0, 0], x2[0, 1].softmax(1)),
+            lambda: F.cross_entropy(x2[0, 0], x2[0, 1].softmax(1), reduction="sum"),
+            lambda: F.interpolate(x1, scale_factor=2),
+            lambda: F.interpolate(x2, size=7, mode="nearest-exact"),
+            lambda: F.interpolate(x1, size=7, mode="linear"),
+            lambda: F.interpolate(x2, size=7, mode="bilinear", align_corners=True),
+            lambda: F.interpolate(x2, size=3, mode="bicubic", antialias=True),
+            lambda: F.interpolate(x3, size=5, mode="trilinear"),
+            lambda: F.interpolate(x2, size=4, mode="area"),
+            lambda: F.scaled_dot_product_attention(x2, x2, x2, is_causal=True),
+            lambda: F.scaled_dot_product_attention(x2[0], x2[0], x2[0]),
+            lambda: F.adaptive_avg_pool2d(x2, 4),
+            lambda: F.adaptive_avg_pool2d(x2, 6),
+            lambda: F.adaptive_avg_pool2d(x2[0], 1),
+            lambda: F.adaptive_avg_pool1d(x1, 4),
+            lambda: F.adaptive_avg_pool3d(x3, 3),
+            lambda: F.adaptive_max_pool2d(x2, 4),
+            lambda: F.adaptive_max_pool1d(x1, 4),
+        ]
+        outs = [call() for call in calls]
+        return [out.grad_fn.name() for out in outs] + [outs[14] is not x2]
+
+    want, got = _both(program)
+    assert want == got

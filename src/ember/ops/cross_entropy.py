@@ -372,7 +372,10 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
-        grad_fn="NllLossBackward0",
+        # (PyTorch's label smoothing adds its smoothing term to the nll last)
+        grad_fn=lambda attrs, in_types: (
+            "AddBackward0" if attrs["smoothing"] else "NllLossBackward0"
+        ),
         autocast=Autocast.FP32,
         onnx=_onnx_softmax_cross_entropy,
         kind="nn",
