@@ -406,3 +406,52 @@ def test_grad_fn_names_printed_with_losses_and_layers_are_pytorchs():
 
     want, got = _both(program)
     assert want == got
+
+
+def test_grad_fn_names_of_ops_are_pytorchs():
+    """The nodes of ops whose PyTorch name is not their own: linalg (LinalgInvExBackward0, ...),
+    cross-entropy / nll of N-d inputs (NllLoss2DBackward0), transposed convolutions
+    (ConvolutionBackward0), group norm, grid sampling, log1p, softsign, gelu's tanh form."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(1)
+        a = lib.tensor(g.standard_normal((4, 4)) + 4 * np.eye(4), requires_grad=True)
+        x3 = lib.tensor(g.standard_normal((2, 3, 5)), requires_grad=True)
+        x4 = lib.tensor(g.standard_normal((2, 3, 4, 4)), requires_grad=True)
+        x5 = lib.tensor(g.standard_normal((2, 3, 2, 2, 2)), requires_grad=True)
+        spd = a @ a.mT
+        outs = [
+            lib.linalg.inv(a),
+            lib.inverse(a),
+            lib.linalg.det(a),
+            lib.det(a),
+            lib.linalg.slogdet(a)[1],
+            lib.linalg.solve(a, a[:, :2]),
+            lib.linalg.solve_triangular(a, a[:, :2], upper=True),
+            lib.linalg.cholesky(spd),
+            lib.linalg.qr(a)[0],
+            lib.linalg.eigh(spd)[0],
+            lib.linalg.eigvalsh(spd),
+            lib.linalg.svd(a)[1],
+            lib.linalg.svdvals(a),
+            lib.linalg.pinv(a),
+            F.cross_entropy(x3, lib.zeros(2, 5, dtype=lib.long)),
+            F.cross_entropy(x3, lib.zeros(2, 5, dtype=lib.long), reduction="none"),
+            F.cross_entropy(x4, lib.zeros(2, 4, 4, dtype=lib.long), reduction="none"),
+            F.cross_entropy(x5, lib.zeros(2, 2, 2, 2, dtype=lib.long)),
+            F.nll_loss(x4, lib.zeros(2, 4, 4, dtype=lib.long)),
+            F.nll_loss(x4[:, :, 0, 0], lib.zeros(2, dtype=lib.long)),
+            F.conv_transpose2d(x4, lib.ones(3, 2, 2, 2, dtype=lib.float64)),
+            F.conv_transpose1d(x3, lib.ones(3, 2, 2, dtype=lib.float64)),
+            F.group_norm(x4, 3),
+            F.grid_sample(x4, lib.zeros(2, 3, 3, 2, dtype=lib.float64), align_corners=False),
+            F.grid_sample(x5, lib.zeros(2, 1, 1, 1, 3, dtype=lib.float64), align_corners=False),
+            x4.abs().log1p(),
+            F.softsign(x4),
+            F.gelu(x4, approximate="tanh"),
+        ]
+        return [out.grad_fn.name() for out in outs]
+
+    want, got = _both(program)
+    assert want == got

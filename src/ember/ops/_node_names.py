@@ -52,6 +52,18 @@ def pool_node_name(pattern: str, in_types) -> str:
     return "SqueezeBackward1" if spatial == 1 else pattern.format(spatial)
 
 
+def nll_node_name(attrs, in_types) -> str:
+    """PyTorch's node of nll_loss (and cross_entropy's class-index form): NllLoss2DBackward0
+    for a 4-d input, also for 3-d and 5-d+ ones reduced (reshaped to 4-d; unreduced, the view
+    back is the last node), NllLossBackward0 for (N, C) and (C,) inputs."""
+    ndim = len(in_types[0].shape)
+    if ndim <= 2:
+        return "NllLossBackward0"
+    if ndim == 4 or attrs["reduction"] != "none":
+        return "NllLoss2DBackward0"
+    return "ViewBackward0"
+
+
 def rename_node(result, name: str, *sources):
     """Give ``result``'s node PyTorch's ``name`` where a composite made it for this call (not
     where ``result`` is one of its ``sources`` returned as is, whose node is someone else's);
