@@ -455,3 +455,52 @@ def test_grad_fn_names_of_ops_are_pytorchs():
 
     want, got = _both(program)
     assert want == got
+
+
+def test_grad_fn_names_of_composites_and_recurrent_layers_are_pytorchs():
+    """Composites PyTorch computes with one node of its own (ops/_node_names.py `renames`) and
+    its CPU recurrent layers' nodes."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(2)
+        x = lib.tensor(g.standard_normal((4, 6)), requires_grad=True)
+        img = lib.tensor(g.standard_normal((2, 4, 4, 4)), requires_grad=True)
+        seq = lib.tensor(g.standard_normal((5, 2, 6)), requires_grad=True)
+        t = lib.tensor([0, 1, 2, 3])
+        lib.manual_seed(0)
+        outs = [
+            F.celu(x, 2.0),
+            F.soft_margin_loss(x, lib.ones(4, 6, dtype=lib.float64)),
+            F.multi_margin_loss(x, t),
+            F.multilabel_margin_loss(x, lib.tensor([[0, 1, -1, 0, 0, 0]] * 4)),
+            F.pixel_shuffle(img, 2),
+            F.pixel_unshuffle(img, 2),
+            F.unfold(img, 2),
+            F.fold(lib.tensor(g.standard_normal((1, 12, 4)), requires_grad=True), (3, 3), 2),
+            F.affine_grid(
+                lib.tensor(g.standard_normal((1, 2, 3)), requires_grad=True),
+                (1, 1, 3, 3),
+                align_corners=False,
+            ),
+            F.embedding_bag(lib.tensor([[0, 1], [2, 3]]), x),
+            *lib.var_mean(x, 1),
+            lib.std_mean(x)[0],
+            lib.dist(x, x.detach() + 1),
+            x.median(),
+            x.median(1).values,
+            x.nanmedian(),
+            lib.trace(x[:4, :4]),
+        ]
+        for m in (
+            lib.nn.GRU(6, 4),
+            lib.nn.GRU(6, 4, batch_first=True),
+            lib.nn.RNN(6, 4),
+            lib.nn.LSTM(6, 4),
+        ):
+            out, h = m(seq.float())
+            outs += [out, h[0] if isinstance(h, tuple) else h]
+        return [out.grad_fn.name() for out in outs]
+
+    want, got = _both(program)
+    assert want == got

@@ -25,7 +25,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
-from ..ops._node_names import rename_node
+from ..ops._node_names import rename_node, renames
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex, require_kernel_dtype
 from ..ops.elementwise import to_tensor
@@ -439,6 +439,7 @@ def _base_coords(steps: int, align_corners: bool, dtype) -> np.ndarray:
 
 
 @export(functional=True, toplevel=False)
+@renames("AffineGridGeneratorBackward0")
 def affine_grid(theta, size, align_corners: bool | None = None):
     """The (N, H, W, 2) (or (N, D, H, W, 3)) sampling grid of the affine maps ``theta``
     ((N, 2, 3) or (N, 3, 4)) for an output of ``size`` (N, C, H, W) (or (N, C, D, H, W))."""

@@ -14,6 +14,8 @@ class (autograd.py), which sets itself as `NODE_BASE` when imported: ops stays b
 
 from __future__ import annotations
 
+import functools
+
 NODE_BASE: type | None = None  # autograd.Node, set by autograd.py
 _CLASSES: dict = {}
 
@@ -75,3 +77,27 @@ def rename_node(result, name: str, *sources):
         return result
     fn.__class__ = node_class(NODE_BASE, name)
     return result
+
+
+def renames(name):
+    """Decorator of a composite public function whose result PyTorch makes with one node of its
+    own: ``name``, or ``name(*args, **kwargs)`` giving it (None: leave the result's node) for
+    the call. Every tensor of a tuple result is renamed (PyTorch's var_mean names both
+    outputs' node; integer indices have no node to rename); an argument returned as it is
+    keeps its node."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def renamed(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            node = name(*args, **kwargs) if callable(name) else name
+            if node is None:
+                return result
+            sources = [a for a in (*args, *kwargs.values()) if hasattr(a, "grad_fn")]
+            for r in result if isinstance(result, tuple) else (result,):
+                rename_node(r, node, *sources)
+            return result
+
+        return renamed
+
+    return decorate

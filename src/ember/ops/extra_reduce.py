@@ -18,6 +18,7 @@ from .. import return_types
 from ..errors import ArgumentError, AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
+from ._node_names import renames
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
 from ._util import normalize_axis, reduction_cost, refuse_complex
@@ -269,6 +270,7 @@ def _whole_median(x, kind):
 
 
 @export(method=True)
+@renames(lambda input, dim=None, keepdim=False: f"MedianBackward{0 if dim is None else 1}")
 def median(input, dim: int | None = None, keepdim: bool = False):
     """Without ``dim``: the lower median of all elements (a 0-d tensor; NaN if any is NaN).
     With ``dim``: a named tuple (values, indices) of the lower medians along it. Positions
@@ -284,6 +286,7 @@ def median(input, dim: int | None = None, keepdim: bool = False):
 
 
 @export(method=True)
+@renames(lambda input, dim=None, keepdim=False: f"NanmedianBackward{0 if dim is None else 1}")
 def nanmedian(input, dim: int | None = None, keepdim: bool = False):
     """median ignoring NaN (NaN only where every element is NaN)."""
     x = to_tensor(input)
@@ -340,6 +343,7 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 @export
+@renames("VarMeanBackward0")
 def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim`` in one call; ``correction`` (default 1) or PyTorch's older
     ``unbiased`` flag, positional after dim as in PyTorch's overload (so ``var_mean(x, 1,
@@ -354,6 +358,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 
 
 @export
+@renames("StdMeanBackward0")
 def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim`` in one call (see var_mean)."""
     x = to_tensor(input)
