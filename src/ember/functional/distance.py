@@ -14,6 +14,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
@@ -72,6 +73,7 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
 
 
 @export(functional=True, toplevel=False)
+@renames("NormBackward1")
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
     """``norm(x1 - x2 + eps, p)`` over the last dimension (PyTorch adds ``eps`` to the
     difference, so equal inputs are ``eps`` apart and the norm stays differentiable)."""

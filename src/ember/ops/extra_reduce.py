@@ -242,6 +242,7 @@ def _selected(kind, x, dim, keepdim):
 
 
 @export(method=True)
+@renames("CummaxBackward0")
 def cummax(input, dim: int):
     """Running maxima along ``dim`` and their positions, a named tuple (values, indices).
     Ties take the later position, and NaN propagates, as in PyTorch."""
@@ -249,6 +250,7 @@ def cummax(input, dim: int):
 
 
 @export(method=True)
+@renames("CumminBackward0")
 def cummin(input, dim: int):
     """Running minima along ``dim`` and their positions, a named tuple (values, indices)."""
     return cummin_t(*_selected("cummin", input, dim, True))
@@ -298,6 +300,7 @@ def nanmedian(input, dim: int | None = None, keepdim: bool = False):
 
 
 @export(method=True)
+@renames("ModeBackward0")
 def mode(input, dim: int = -1, keepdim: bool = False):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and its
     last position, a named tuple (values, indices)."""
@@ -316,6 +319,7 @@ def count_nonzero(input, dim=None):
 
 
 @export(method=True)
+@renames("NansumBackward0")
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
     PyTorch does."""
