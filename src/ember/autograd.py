@@ -72,6 +72,15 @@ _NULL = contextlib.nullcontext()
 # ------------------------------------------------------------------------------------ nodes
 
 _FREED = object()
+
+
+def _checks_version(saved) -> bool:
+    """Whether an in-place change of a saved value since the save is an error: for the tape's
+    own saves and checkpointing's, not for what a user's saved-tensor hook packed (PyTorch's:
+    the backward reads what its unpack hook gives)."""
+    return type(saved) is not SavedHandle or saved.checked
+
+
 # the saved outputs of a node that saves none (one shared, read-only mapping: no dict per node)
 _NO_OUTPUTS = types.MappingProxyType({})
 
@@ -198,7 +207,7 @@ class Node:
             self._check_saved()  # (raises)
         result = [None] * len(self.in_types)
         for i, (tensor, version) in saved.items():  # (in input order)
-            if tensor._vc[0] != version:
+            if tensor._vc[0] != version and _checks_version(tensor):
                 result[i] = _Overwritten(self._modified_error(f"input {i}", tensor._vc[0], version))
             else:
                 result[i] = tensor.get() if type(tensor) is SavedHandle else tensor
@@ -210,7 +219,7 @@ class Node:
             self._check_saved()  # (raises)
         result = [None] * len(self.out_types)
         for i, (data, counter, version) in self._saved_out.items():
-            if counter[0] != version:
+            if counter[0] != version and _checks_version(data):
                 result[i] = _Overwritten(self._modified_error(f"output {i}", counter[0], version))
                 continue
             if type(data) is SavedHandle:

@@ -10,17 +10,24 @@ import contextlib
 from . import saved_hooks
 from .errors import AutogradError
 
-__all__ = ["disable_saved_tensors_hooks", "save_on_cpu", "saved_tensors_hooks"]
+__all__ = [
+    "allow_mutation_on_saved_tensors",
+    "disable_saved_tensors_hooks",
+    "save_on_cpu",
+    "saved_tensors_hooks",
+]
 
 
 @contextlib.contextmanager
-def saved_tensors_hooks(pack_hook, unpack_hook):
+def saved_tensors_hooks(pack_hook, unpack_hook, *, _check_version: bool = False):
     """PyTorch's ``torch.autograd.graph.saved_tensors_hooks`` (ember/saved_hooks.py): while
     active, the tape keeps ``pack_hook(tensor)`` for each tensor a gradient will read and calls
-    ``unpack_hook`` on it in the backward."""
+    ``unpack_hook`` on it in the backward; an in-place change of a saved tensor afterwards is
+    no error, as in PyTorch (``_check_version``: ember's checkpointing, which recomputes from
+    the originals, keeps the check)."""
     if _disabled:
         raise AutogradError(_disabled[-1], op="saved_tensors_hooks")
-    with saved_hooks.saved_tensors_hooks(pack_hook, unpack_hook):
+    with saved_hooks.saved_tensors_hooks(pack_hook, unpack_hook, _check_version):
         yield
 
 
@@ -40,6 +47,29 @@ class save_on_cpu(contextlib.ContextDecorator):
     def __exit__(self, *exc):
         context, self._context = self._context, None
         return context.__exit__(*exc)
+
+
+class _AllowMutationOnSavedContext:
+    """What `allow_mutation_on_saved_tensors` yields (PyTorch's class of that name)."""
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors():
+    """PyTorch's ``allow_mutation_on_saved_tensors``: inside it, a tensor saved for the backward
+    may be changed in place afterwards, and the backward reads it as it was saved. Each saved
+    tensor is kept with a copy of its values as saved (PyTorch copies lazily, on the change);
+    the backward reads the tensor itself while its version is unchanged (so a higher-order
+    gradient still reaches its history), else the copy."""
+
+    def pack(t):
+        return t, t._version, t.detach().clone()
+
+    def unpack(packed):
+        t, version, copy = packed
+        return t if t._version == version else copy
+
+    with saved_tensors_hooks(pack, unpack):
+        yield _AllowMutationOnSavedContext()
 
 
 # the messages of the active disable_saved_tensors_hooks, innermost last

@@ -307,3 +307,217 @@ def test_loaders_read_samples_through_the_datasets_own_methods(workers):
     _assert_same(
         [w for w in want if not isinstance(w, str)], [g for g in got if not isinstance(g, str)]
     )
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_losses_pytorch_computes_on_integers(dtype):
+    """margin ranking, cosine embedding, triplet margin and Poisson NLL losses of integer
+    tensors: PyTorch computes them (their float margin or eps promotes), ember refused them."""
+    x = np.arange(2 * 3 * 4).reshape(2, 3, 4) % 7 - 3
+
+    def program(lib):
+        F = lib.nn.functional
+
+        def i(a):
+            return lib.tensor(a).to(getattr(lib, dtype))
+
+        return [
+            F.margin_ranking_loss(i(x[0]), i(x[1]), lib.tensor(np.sign(x[0])), margin=0.5),
+            lib.nn.MarginRankingLoss()(i(x[0]), lib.tensor(x[1]).float(), i(np.sign(x[0]))),
+            F.poisson_nll_loss(i(x), i(x), reduction="sum"),
+            F.poisson_nll_loss(i(np.abs(x)), i(x), log_input=False, full=True),
+            F.cosine_embedding_loss(i(x[0]), i(x[1]), lib.tensor([1, -1, 1]), margin=0.1),
+            F.triplet_margin_loss(i(x[0]), i(x[1]), i(x[0] * 2), swap=True),
+        ]
+
+    want, got = _both(program)
+    _assert_same(want, got)
+
+
+def test_saved_tensor_hooks_own_their_values_and_mutation_is_allowed():
+    """A tensor saved through a user's saved-tensor hooks may change in place afterwards (the
+    backward reads what unpack gives: PyTorch's); allow_mutation_on_saved_tensors gives the
+    gradient of the values as saved; checkpointing still refuses an input changed after it."""
+
+    def program(lib):
+        out = []
+        a = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with lib.autograd.graph.allow_mutation_on_saved_tensors():
+            b = a.clone()
+            c = b.sin() * b
+            b.mul_(10)
+            (c.sum() + b.exp()[0]).backward()
+        out.append(a.grad)
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+            b = a.clone()
+            c = b * b
+        b.mul_(2)
+        c.sum().backward()
+        out.append(a.grad)
+        return out
+
+    want, got = _both(program)
+    _assert_same(want, got)
+    a = ember.tensor([1.0, 2.0], requires_grad=True)
+    h = a * 1
+    y = ember.utils.checkpoint.checkpoint(lambda t: (t * t).sum(), h, use_reentrant=False)
+    h.mul_(3)
+    with pytest.raises(ember.AutogradError, match="modified by an in-place"):
+        y.backward()
+
+
+def test_grad_fn_names_printed_with_losses_and_layers_are_pytorchs():
+    """What print(loss) shows: label-smoothed and probability-target cross-entropy,
+    interpolation per mode, scaled_dot_product_attention (the CPU flash kernel's node for 4-D
+    inputs without dropout), adaptive pools (a new tensor when the size is kept)."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(0)
+        x1 = lib.tensor(g.standard_normal((1, 2, 6)), requires_grad=True)
+        x2 = lib.tensor(g.standard_normal((1, 2, 6, 6)), requires_grad=True)
+        x3 = lib.tensor(g.standard_normal((1, 2, 4, 4, 4)), requires_grad=True)
+        t = lib.tensor([0, 1, 2, 3, 4, 5])
+        calls = [
+            lambda: F.cross_entropy(x2[0, 0], t, label_smoothing=0.1),
+            lambda: F.cross_entropy(x2[0, 0], t, label_smoothing=0.1, reduction="none"),
+            lambda: F.cross_entropy(x2[0, 0], x2[0, 1].softmax(1)),
+            lambda: F.cross_entropy(x2[0, 0], x2[0, 1].softmax(1), reduction="sum"),
+            lambda: F.interpolate(x1, scale_factor=2),
+            lambda: F.interpolate(x2, size=7, mode="nearest-exact"),
+            lambda: F.interpolate(x1, size=7, mode="linear"),
+            lambda: F.interpolate(x2, size=7, mode="bilinear", align_corners=True),
+            lambda: F.interpolate(x2, size=3, mode="bicubic", antialias=True),
+            lambda: F.interpolate(x3, size=5, mode="trilinear"),
+            lambda: F.interpolate(x2, size=4, mode="area"),
+            lambda: F.scaled_dot_product_attention(x2, x2, x2, is_causal=True),
+            lambda: F.scaled_dot_product_attention(x2[0], x2[0], x2[0]),
+            lambda: F.adaptive_avg_pool2d(x2, 4),
+            lambda: F.adaptive_avg_pool2d(x2, 6),
+            lambda: F.adaptive_avg_pool2d(x2[0], 1),
+            lambda: F.adaptive_avg_pool1d(x1, 4),
+            lambda: F.adaptive_avg_pool3d(x3, 3),
+            lambda: F.adaptive_max_pool2d(x2, 4),
+            lambda: F.adaptive_max_pool1d(x1, 4),
+        ]
+        outs = [call() for call in calls]
+        return [out.grad_fn.name() for out in outs] + [outs[14] is not x2]
+
+    want, got = _both(program)
+    assert want == got
+
+
+def test_grad_fn_names_of_ops_are_pytorchs():
+    """The nodes of ops whose PyTorch name is not their own: linalg (LinalgInvExBackward0, ...),
+    cross-entropy / nll of N-d inputs (NllLoss2DBackward0), transposed convolutions
+    (ConvolutionBackward0), group norm, grid sampling, log1p, softsign, gelu's tanh form."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(1)
+        a = lib.tensor(g.standard_normal((4, 4)) + 4 * np.eye(4), requires_grad=True)
+        x3 = lib.tensor(g.standard_normal((2, 3, 5)), requires_grad=True)
+        x4 = lib.tensor(g.standard_normal((2, 3, 4, 4)), requires_grad=True)
+        x5 = lib.tensor(g.standard_normal((2, 3, 2, 2, 2)), requires_grad=True)
+        spd = a @ a.mT
+        outs = [
+            lib.linalg.inv(a),
+            lib.inverse(a),
+            lib.linalg.det(a),
+            lib.det(a),
+            lib.linalg.slogdet(a)[1],
+            lib.linalg.solve(a, a[:, :2]),
+            lib.linalg.solve_triangular(a, a[:, :2], upper=True),
+            lib.linalg.cholesky(spd),
+            lib.linalg.qr(a)[0],
+            lib.linalg.eigh(spd)[0],
+            lib.linalg.eigvalsh(spd),
+            lib.linalg.svd(a)[1],
+            lib.linalg.svdvals(a),
+            lib.linalg.pinv(a),
+            F.cross_entropy(x3, lib.zeros(2, 5, dtype=lib.long)),
+            F.cross_entropy(x3, lib.zeros(2, 5, dtype=lib.long), reduction="none"),
+            F.cross_entropy(x4, lib.zeros(2, 4, 4, dtype=lib.long), reduction="none"),
+            F.cross_entropy(x5, lib.zeros(2, 2, 2, 2, dtype=lib.long)),
+            F.nll_loss(x4, lib.zeros(2, 4, 4, dtype=lib.long)),
+            F.nll_loss(x4[:, :, 0, 0], lib.zeros(2, dtype=lib.long)),
+            F.conv_transpose2d(x4, lib.ones(3, 2, 2, 2, dtype=lib.float64)),
+            F.conv_transpose1d(x3, lib.ones(3, 2, 2, dtype=lib.float64)),
+            F.group_norm(x4, 3),
+            F.grid_sample(x4, lib.zeros(2, 3, 3, 2, dtype=lib.float64), align_corners=False),
+            F.grid_sample(x5, lib.zeros(2, 1, 1, 1, 3, dtype=lib.float64), align_corners=False),
+            x4.abs().log1p(),
+            F.softsign(x4),
+            F.gelu(x4, approximate="tanh"),
+        ]
+        return [out.grad_fn.name() for out in outs]
+
+    want, got = _both(program)
+    assert want == got
+
+
+def test_grad_fn_names_of_composites_and_recurrent_layers_are_pytorchs():
+    """Composites PyTorch computes with one node of its own (ops/_node_names.py `renames`) and
+    its CPU recurrent layers' nodes."""
+
+    def program(lib):
+        F = lib.nn.functional
+        g = np.random.default_rng(2)
+        x = lib.tensor(g.standard_normal((4, 6)), requires_grad=True)
+        img = lib.tensor(g.standard_normal((2, 4, 4, 4)), requires_grad=True)
+        seq = lib.tensor(g.standard_normal((5, 2, 6)), requires_grad=True)
+        t = lib.tensor([0, 1, 2, 3])
+        lib.manual_seed(0)
+        outs = [
+            F.celu(x, 2.0),
+            F.soft_margin_loss(x, lib.ones(4, 6, dtype=lib.float64)),
+            F.multi_margin_loss(x, t),
+            F.multilabel_margin_loss(x, lib.tensor([[0, 1, -1, 0, 0, 0]] * 4)),
+            F.pixel_shuffle(img, 2),
+            F.pixel_unshuffle(img, 2),
+            F.unfold(img, 2),
+            F.fold(lib.tensor(g.standard_normal((1, 12, 4)), requires_grad=True), (3, 3), 2),
+            F.affine_grid(
+                lib.tensor(g.standard_normal((1, 2, 3)), requires_grad=True),
+                (1, 1, 3, 3),
+                align_corners=False,
+            ),
+            F.embedding_bag(lib.tensor([[0, 1], [2, 3]]), x),
+            *lib.var_mean(x, 1),
+            lib.std_mean(x)[0],
+            lib.dist(x, x.detach() + 1),
+            x.median(),
+            x.median(1).values,
+            x.nanmedian(),
+            lib.trace(x[:4, :4]),
+            x.exp2(),
+            x.sigmoid().logit(),
+            x.frac(),
+            x.sinc(),
+            x.nan_to_num(),
+            x.nansum(),
+            x.cummax(1).values,
+            x.mode(1).values,
+            x.index_add(0, lib.tensor([0, 1]), x[:2]),
+            x.masked_select(x > 0),
+            x.take(lib.tensor([0, 5])),
+            x.rot90(),
+            lib.diag_embed(x),
+            lib.addmv(x[:, 0], x, x[0]),
+            F.pairwise_distance(x, x.flip(0)),
+            lib.xlogy(x.abs(), x.abs()),
+            F.max_unpool2d(*F.max_pool2d(img, 2, return_indices=True), 2),
+        ]
+        for m in (
+            lib.nn.GRU(6, 4),
+            lib.nn.GRU(6, 4, batch_first=True),
+            lib.nn.RNN(6, 4),
+            lib.nn.LSTM(6, 4),
+        ):
+            out, h = m(seq.float())
+            outs += [out, h[0] if isinstance(h, tuple) else h]
+        return [out.grad_fn.name() for out in outs]
+
+    want, got = _both(program)
+    assert want == got

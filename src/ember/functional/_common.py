@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 
+from .. import dtypes as dt
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..ops import api as E
@@ -45,12 +46,21 @@ def reduce_loss(loss, reduction: str):
     return E.mean(loss)
 
 
-def float_input(op: str, x, what: str = "input", *, complex_ok: bool = False):
+def float_input(
+    op: str, x, what: str = "input", *, complex_ok: bool = False, integers: bool = False
+):
     """``x`` as a tensor, which must be floating point (losses and norms are float-only), or
-    complex with ``complex_ok`` (the functions PyTorch computes in complex too)."""
+    complex with ``complex_ok`` (the functions PyTorch computes in complex too). With
+    ``integers`` an integer tensor is taken in the default float dtype: the losses PyTorch
+    computes on integers (margin ranking, cosine embedding, triplet margin, Poisson NLL), whose
+    float margin or eps promotes them. (PyTorch computes their integer terms, differences and
+    products, in the integer dtype first: values that overflow it, uint8's 1 - 2, wrap there
+    and not here.)"""
     x = to_tensor(x)
     if complex_ok and x.dtype.is_complex:
         return x
+    if integers and x.dtype.is_integer:
+        return x.to(dt.get_default_dtype())
     if not x.dtype.is_floating_point:
         raise KernelDTypeError(
             f"{what} must be a floating-point tensor, got {x.dtype}; convert it with .float()",

@@ -26,7 +26,7 @@ from ..errors import ArgumentError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
-from ..ops._node_names import rename_node
+from ..ops._node_names import rename_node, renames
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -143,6 +143,7 @@ def selu(input, inplace: bool = False):
 
 
 @export(functional=True)
+@renames(lambda input, alpha=1.0, inplace=False: None if inplace else "CeluBackward0")
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``x`` if positive, else ``alpha * (exp(x / alpha) - 1)``."""
     x = _activation("celu", input)

@@ -26,6 +26,7 @@ from ..graph import scope as _scope
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import rename_node
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.attention import ATTENTION
@@ -158,8 +159,18 @@ def scaled_dot_product_attention(
             attn_mask = mask.to(dt.float32) if mask.dtype is q.dtype else mask
         wide = (q.to(dt.float32), k.to(dt.float32), v.to(dt.float32))
         out = _attention(*wide, attn_mask, dropout_p, is_causal, scale, generator)
-        return out.to(q.dtype)
-    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)
+        return _named(out.to(q.dtype), q, dropout_p)
+    out = _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)
+    return _named(out, q, dropout_p)
+
+
+def _named(out, q, dropout_p):
+    """PyTorch's node: its CPU flash attention kernel's for 4-D inputs without dropout (where
+    that backend is enabled), else the math path's last op, which ember's composite shares."""
+    flash = q.ndim == 4 and not (_items.is_item(dropout_p) or dropout_p > 0.0)
+    if flash and _sdp_switches.flash_sdp_enabled():
+        return rename_node(out, "ScaledDotProductFlashAttentionForCpuBackward0", q)
+    return out
 
 
 def _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator):

@@ -14,6 +14,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
@@ -72,6 +73,7 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
 
 
 @export(functional=True, toplevel=False)
+@renames("NormBackward1")
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
     """``norm(x1 - x2 + eps, p)`` over the last dimension (PyTorch adds ``eps`` to the
     difference, so equal inputs are ``eps`` apart and the norm stays differentiable)."""
@@ -102,9 +104,9 @@ def triplet_margin_loss(
     """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the `pairwise_distance`; ``swap``
     uses ``min(d(a, n), d(p, n))`` as the negative distance."""
     red = reduction_arg("triplet_margin_loss", reduction, size_average, reduce)
-    a = float_input("triplet_margin_loss", anchor, "anchor", complex_ok=True)
-    pos = float_input("triplet_margin_loss", positive, "positive", complex_ok=True)
-    neg = float_input("triplet_margin_loss", negative, "negative", complex_ok=True)
+    a = float_input("triplet_margin_loss", anchor, "anchor", complex_ok=True, integers=True)
+    pos = float_input("triplet_margin_loss", positive, "positive", complex_ok=True, integers=True)
+    neg = float_input("triplet_margin_loss", negative, "negative", complex_ok=True, integers=True)
     if not (a.ndim == pos.ndim == neg.ndim) or a.ndim not in (1, 2):
         raise ShapeError(
             f"anchor, positive and negative must all be 1-D or all 2-D, got shapes "
@@ -132,8 +134,8 @@ def margin_ranking_loss(
 def margin_ranking_terms(input1, input2, target, margin, reduction: str, *, same_ndim: bool):
     """The margin ranking loss reduced by ``reduction``; ``same_ndim``: F's check that the
     three operands have one rank (``torch.margin_ranking_loss``, aten's op, broadcasts them)."""
-    x1 = float_input("margin_ranking_loss", input1, "input1")
-    x2 = float_input("margin_ranking_loss", input2, "input2")
+    x1 = float_input("margin_ranking_loss", input1, "input1", integers=True)
+    x2 = float_input("margin_ranking_loss", input2, "input2", integers=True)
     y = to_tensor(target)
     if same_ndim and not (x1.ndim == x2.ndim == y.ndim):
         raise ShapeError(
@@ -157,8 +159,8 @@ def cosine_embedding_loss(
     (0 elsewhere), the cosine over the last dimension with PyTorch's ``1e-12`` added to each
     squared magnitude."""
     red = reduction_arg("cosine_embedding_loss", reduction, size_average, reduce)
-    x1 = float_input("cosine_embedding_loss", input1, "input1")
-    x2 = float_input("cosine_embedding_loss", input2, "input2")
+    x1 = float_input("cosine_embedding_loss", input1, "input1", integers=True)
+    x2 = float_input("cosine_embedding_loss", input2, "input2", integers=True)
     y = to_tensor(target)
     if y.ndim not in (0, 1) or x1.ndim != y.ndim + 1 or tuple(x1.shape) != tuple(x2.shape):
         raise ShapeError(

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -133,6 +134,7 @@ def _traced_bags_max(rows, bag, keep, bags: int):
 
 
 @export(functional=True, toplevel=False)
+@renames("EmbeddingBagBackward0")
 def embedding_bag(
     input,
     weight,

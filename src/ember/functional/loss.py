@@ -23,6 +23,7 @@ from ..ops import cross_entropy as _fused
 from ..ops import nll_loss as _fused_nll
 from ..ops._autocast import Autocast, autocasts
 from ..ops._index_plan import IndexOutOfRangeError
+from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -220,5 +221,7 @@ def _soft_target_loss(x, logp, target, weight, reduction: str, eps: float):
     terms = logp * target
     if w is not None:
         terms = terms * E.reshape(w, (n_classes,) + (1,) * (x.ndim - d - 1))
-    # 'mean' averages over samples (and positions), not over weights, as in PyTorch
-    return reduce_loss(-E.sum(terms, d), reduction)
+    # 'mean' averages over samples (and positions), not over weights, as in PyTorch, whose
+    # nodes are a division by their count ('mean') or the negation ('sum', 'none')
+    loss = reduce_loss(-E.sum(terms, d), reduction)
+    return rename_node(loss, "DivBackward1" if reduction == "mean" else "NegBackward0")

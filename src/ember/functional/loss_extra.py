@@ -20,6 +20,7 @@ from ..errors import ArgumentError, EmberError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import promote, to_tensor
@@ -52,6 +53,7 @@ def _class_targets(op: str, x, target):
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
+@renames("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``log(1 + exp(-y * x))`` for targets ``y`` in {1, -1}, averaged over every element
     (computed as ``softplus(-y * x)``, which stays finite where PyTorch's direct formula
@@ -85,6 +87,7 @@ def multilabel_soft_margin_loss(
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
+@renames("MultiMarginLossBackward0")
 def multi_margin_loss(
     input,
     target,
@@ -131,6 +134,7 @@ def multi_margin_loss(
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
+@renames("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C`` per sample. Each
     target row lists class indices and ends at its first -1 (entries after it are ignored)."""
@@ -194,7 +198,8 @@ def poisson_nll_loss(
     Stirling term still differentiates ``log(0)``)."""
     op = "poisson_nll_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
-    x, t = promote(float_input(op, input, complex_ok=True), to_tensor(target), floating=True)
+    x = float_input(op, input, complex_ok=True, integers=True)
+    x, t = promote(x, to_tensor(target), floating=True)
     if log_input:
         loss = E.exp(x) - t * x
     else:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape, require_kernel_dtype
 from ..ops.elementwise import to_tensor
@@ -79,6 +80,7 @@ def _unfold_by_slices(x, kernel, dilation, stride, blocks):
 
 
 @export(functional=True, toplevel=False)
+@renames("Im2ColBackward0")
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding local blocks: a (N, C, H, W) input (or an unbatched (C, H, W) one)
     becomes (N, C * kh * kw, L), L the number of block positions; the channel varies slowest
@@ -107,6 +109,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 
 
 @export(functional=True, toplevel=False)
+@renames("Col2ImBackward0")
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Combine sliding local blocks into an image (the adjoint of `unfold`): a
     (N, C * kh * kw, L) input (or unbatched (C * kh * kw, L)) becomes (N, C, *output_size),
@@ -158,6 +161,7 @@ def _factor(op: str, value) -> int:
 
 
 @export(functional=True, toplevel=False)
+@renames("PixelShuffleBackward0")
 def pixel_shuffle(input, upscale_factor: int):
     """(*, C * r * r, H, W) to (*, C, H * r, W * r), r the ``upscale_factor``."""
     x = to_tensor(input)
@@ -177,6 +181,7 @@ def pixel_shuffle(input, upscale_factor: int):
 
 
 @export(functional=True, toplevel=False)
+@renames("PixelUnshuffleBackward0")
 def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H * r, W * r) to (*, C * r * r, H, W), r the ``downscale_factor`` (the inverse of
     `pixel_shuffle`)."""

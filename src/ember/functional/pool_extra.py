@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, EmberError, ShapeError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
+from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
 from ..ops.elementwise import to_tensor
@@ -102,6 +103,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
+@renames("MaxUnpool2DBackward0")
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value of an (N, C, H, W) or (C, H, W) input at its index in a zero output."""
     return _max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
@@ -109,6 +111,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.FP32)
+@renames("MaxUnpool3DBackward0")
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Place each value of an (N, C, D, H, W) or (C, D, H, W) input at its index in a zero
     output."""

@@ -25,6 +25,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
+from ..ops._node_names import rename_node, renames
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex, require_kernel_dtype
 from ..ops.elementwise import to_tensor
@@ -269,6 +270,7 @@ def interpolate(
         raise DTypeError(
             f"mode {mode!r} needs a floating-point input, got {x.dtype}", op="interpolate"
         )
+    source = x
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
         if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
@@ -308,7 +310,20 @@ def interpolate(
             continue  # the identity
         # take(x, i0) * w0 + take(x, i1) * w1 along the axis, as one op (ops/resample.py)
         x = apply(LINEAR_RESAMPLE, x, *(to_tensor(a) for a in taps), axis=axis)
-    return x
+    return rename_node(x, _node_name(mode, dims, antialias), source)
+
+
+def _node_name(mode: str, dims: int, antialias: bool) -> str:
+    """PyTorch's node of an interpolation: its upsample kernel's (UpsampleBilinear2DBackward0)."""
+    kind = {
+        "nearest": "Nearest",
+        "nearest-exact": "NearestExact",
+        "linear": "Linear",
+        "bilinear": "Bilinear",
+        "bicubic": "Bicubic",
+        "trilinear": "Trilinear",
+    }[mode]
+    return f"Upsample{kind}{dims}D{'Aa' if antialias else ''}Backward0"
 
 
 @functools.lru_cache(maxsize=256)
@@ -424,6 +439,7 @@ def _base_coords(steps: int, align_corners: bool, dtype) -> np.ndarray:
 
 
 @export(functional=True, toplevel=False)
+@renames("AffineGridGeneratorBackward0")
 def affine_grid(theta, size, align_corners: bool | None = None):
     """The (N, H, W, 2) (or (N, D, H, W, 3)) sampling grid of the affine maps ``theta``
     ((N, 2, 3) or (N, 3, 4)) for an output of ``size`` (N, C, H, W) (or (N, C, D, H, W))."""

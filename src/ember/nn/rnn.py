@@ -35,6 +35,7 @@ from ..control.scan import scan
 from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
+from ..ops._node_names import rename_node
 from ..ops._registry import TensorBase, current_mode
 from ..ops._util import fmt_shape
 from ..ops.recurrent import gru_layer, lstm_layer, lstm_layer_cells
@@ -315,6 +316,9 @@ class RNNBase(Module):
             x = pack_like(x, packed)
         elif batched and self.batch_first:
             x = x.transpose(0, 1)
+            if self.mode != "LSTM":
+                # (PyTorch's GRU and RNN transpose their stacked output in place)
+                x = rename_node(x, "TransposeBackward1")
         if not batched:
             x = x.squeeze(1)
             final_states = [s.squeeze(1) for s in final_states]

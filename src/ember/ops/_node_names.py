@@ -14,6 +14,8 @@ class (autograd.py), which sets itself as `NODE_BASE` when imported: ops stays b
 
 from __future__ import annotations
 
+import functools
+
 NODE_BASE: type | None = None  # autograd.Node, set by autograd.py
 _CLASSES: dict = {}
 
@@ -52,6 +54,18 @@ def pool_node_name(pattern: str, in_types) -> str:
     return "SqueezeBackward1" if spatial == 1 else pattern.format(spatial)
 
 
+def nll_node_name(attrs, in_types) -> str:
+    """PyTorch's node of nll_loss (and cross_entropy's class-index form): NllLoss2DBackward0
+    for a 4-d input, also for 3-d and 5-d+ ones reduced (reshaped to 4-d; unreduced, the view
+    back is the last node), NllLossBackward0 for (N, C) and (C,) inputs."""
+    ndim = len(in_types[0].shape)
+    if ndim <= 2:
+        return "NllLossBackward0"
+    if ndim == 4 or attrs["reduction"] != "none":
+        return "NllLoss2DBackward0"
+    return "ViewBackward0"
+
+
 def rename_node(result, name: str, *sources):
     """Give ``result``'s node PyTorch's ``name`` where a composite made it for this call (not
     where ``result`` is one of its ``sources`` returned as is, whose node is someone else's);
@@ -63,3 +77,27 @@ def rename_node(result, name: str, *sources):
         return result
     fn.__class__ = node_class(NODE_BASE, name)
     return result
+
+
+def renames(name):
+    """Decorator of a composite public function whose result PyTorch makes with one node of its
+    own: ``name``, or ``name(*args, **kwargs)`` giving it (None: leave the result's node) for
+    the call. Every tensor of a tuple result is renamed (PyTorch's var_mean names both
+    outputs' node; integer indices have no node to rename); an argument returned as it is
+    keeps its node."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def renamed(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            node = name(*args, **kwargs) if callable(name) else name
+            if node is None:
+                return result
+            sources = [a for a in (*args, *kwargs.values()) if hasattr(a, "grad_fn")]
+            for r in result if isinstance(result, tuple) else (result,):
+                rename_node(r, node, *sources)
+            return result
+
+        return renamed
+
+    return decorate

@@ -63,6 +63,7 @@ def _binary(
     channel_terms=None,
     onnx=None,
     complex=None,
+    grad_fn=None,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
@@ -84,6 +85,7 @@ def _binary(
             channel_terms=channel_terms,
             onnx=onnx,
             complex=complex,
+            grad_fn=grad_fn,
         )
     )
 
@@ -422,6 +424,9 @@ _binary(
     method=("mod", "remainder"),
     bools=False,
     onnx=_onnx.composite(ox.onnx_mod),
+    # (PyTorch's remainder's node; its Tensor-Tensor overload's is RemainderBackward1, which
+    # a promoted Python number no longer tells apart)
+    grad_fn="RemainderBackward0",
 )
 _binary(
     "pow",

@@ -400,6 +400,7 @@ CONV = register(
 CONV_INPUT_GRAD = register(
     OpDef(
         name="conv_input_grad",
+        grad_fn="ConvolutionBackward0",  # (PyTorch's transposed convolution's node)
         autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv_input_grad,
         kind="nn",

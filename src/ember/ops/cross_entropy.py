@@ -31,6 +31,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..types import TensorType
 from . import api as E
+from ._node_names import nll_node_name
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
 from ._rules import Autocast
 from ._util import elementwise_cost, fmt_shape, io_bytes, numel, require_float
@@ -372,7 +373,10 @@ SOFTMAX_CROSS_ENTROPY_BACKWARD = register(
 SOFTMAX_CROSS_ENTROPY = register(
     OpDef(
         name="softmax_cross_entropy",
-        grad_fn="NllLossBackward0",
+        # (PyTorch's label smoothing adds its smoothing term to the nll last)
+        grad_fn=lambda attrs, in_types: (
+            "AddBackward0" if attrs["smoothing"] else nll_node_name(attrs, in_types)
+        ),
         autocast=Autocast.FP32,
         onnx=_onnx_softmax_cross_entropy,
         kind="nn",

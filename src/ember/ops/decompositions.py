@@ -164,6 +164,7 @@ INV = _linalg_op(
     save_outputs=(0,),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgInvExBackward0",
 )
 
 
@@ -225,6 +226,7 @@ SLOGDET = _linalg_op(
     num_outputs=2,
     save_outputs=(0,),  # (the sign: a complex one's angle has a gradient)
     complex=Complex.GRADIENT,
+    grad_fn="LinalgSlogdetBackward0",
 )
 
 
@@ -299,6 +301,7 @@ SOLVE = _linalg_op(
     save_outputs=(0,),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgSolveExBackward0",
 )
 
 
@@ -397,6 +400,7 @@ SOLVE_TRIANGULAR = _linalg_op(
     save_inputs=(0,),
     save_outputs=(0,),
     complex=Complex.GRADIENT,
+    grad_fn="LinalgSolveTriangularBackward0",
 )
 
 
@@ -460,6 +464,7 @@ CHOLESKY = _linalg_op(
     save_outputs=(0,),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgCholeskyExBackward0",
 )
 
 

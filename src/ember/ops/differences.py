@@ -7,6 +7,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
+from ._node_names import renames
 from ._registry import TensorBase, export
 from ._util import normalize_axis
 from .elementwise import to_tensor
@@ -15,6 +16,7 @@ from .elementwise import to_tensor
 
 
 @export(method=True)
+@renames("DistBackward0")
 def dist(input, other, p: float = 2):
     """The p-norm of ``input - other`` (broadcast; complex: of the moduli, a real result), a
     0-d tensor: p = inf the largest

@@ -362,6 +362,7 @@ _unary(
     vjp=lambda c, g: (g / E.conj(c.inputs[0] + 1),),
     c="log1p{f}({0})",
     complex=Complex.GRADIENT,
+    grad_fn="Log1PBackward0",  # (PyTorch's spelling)
 )
 _unary(
     "expm1",
@@ -559,6 +560,7 @@ _unary(
     "softsign",
     lambda x: x / (1 + np.abs(x)),
     _softsign_vjp,
+    grad_fn="DivBackward0",  # (PyTorch's composite x / (1 + |x|) ends in a division)
     method=False,
     functional=True,
     toplevel=False,  # PyTorch's F.softsign only

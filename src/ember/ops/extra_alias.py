@@ -16,7 +16,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._node_names import rename_node
+from ._node_names import rename_node, renames
 from ._registry import PUBLIC, building_graph, export
 from ._rules import Complex
 from ._util import normalize_axis, refuse_complex, size_from_values
@@ -300,6 +300,7 @@ def _counts(x, weights, size: int):
 
 
 @autocasts(Autocast.FP32)
+@renames("TraceBackward0")
 def _trace(self):
     """The sum of the main diagonal of a matrix (``torch.trace``, Tensor.trace; ``ember.trace``
     called on a function is graph capture, capture/trace.py, which sends tensors here)."""

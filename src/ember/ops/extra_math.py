@@ -22,6 +22,7 @@ from ..errors import DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
+from ._node_names import rename_node, renames
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex
 from ._util import elementwise_cost, require_float, same_type
@@ -421,6 +422,7 @@ def rad2deg(input):
 
 
 @export(method=True, inplace=True)
+@renames("FracBackward0")
 def frac(input):
     """The fractional part, ``x - trunc(x)``, keeping x's sign. Float tensors only, as in
     PyTorch. The gradient is 1."""
@@ -445,6 +447,7 @@ def heaviside(input, values):
 
 
 @export(method=True, inplace=True)
+@renames("SincBackward0")
 def sinc(input):
     """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0 (where the gradient is 0); complex
     tensors too."""
@@ -454,7 +457,7 @@ def sinc(input):
     return E.where(zero, 1.0, E.sin(safe) / safe)
 
 
-def _xlog(name, log, floor):
+def _xlog(name, log, floor, node=None):
     """x * log(y) (``floor``: where the log's domain ends, 0; log1p's -1), 0 where x is 0 and y
     is not NaN, with PyTorch's gradients: ``log(y)`` for x, 0 where x is 0 and y <= floor
     (PyTorch's mask); ``x / y`` for y, NaN at x = 0, y = floor, as PyTorch's division gives.
@@ -472,13 +475,14 @@ def _xlog(name, log, floor):
         at_zero = E.where(zero, x, 0.0) * log(E.where(finite_log, y, floor + 1.0))
         elsewhere = E.where(zero, 0.0, x) * log(y)
         # (adding 0 makes PyTorch's +0 of x = -0 or y < 1 at x = 0; x < 0 at y = 1 keeps -0)
-        return E.where(zero, at_zero + 0.0, elsewhere)
+        result = E.where(zero, at_zero + 0.0, elsewhere)
+        return rename_node(result, node) if node else result
 
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-xlogy = _xlog("xlogy", E.log, 0.0)
+xlogy = _xlog("xlogy", E.log, 0.0, "XlogyBackward0")
 xlogy.__doc__ = (
     "``x * log(y)``, 0 where x is 0 (unless y is NaN), with broadcasting and promotion to a "
     "float dtype. Either operand may be a Python number."
@@ -489,6 +493,7 @@ xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.spe
 
 
 @export(method=True, inplace=True)
+@renames("Exp2Backward0")
 def exp2(input):
     """``2 ** x``; integer and bool tensors give the default float dtype; complex tensors too."""
     x = _float_or_complex(input)
@@ -496,6 +501,7 @@ def exp2(input):
 
 
 @export(method=True, inplace=True)
+@renames("LogitBackward0")
 def logit(input, eps: float | None = None):
     """``log(p / (1 - p))``; with ``eps`` the input is clamped to [eps, 1 - eps] first (and the
     gradient is 0 outside that range, as in PyTorch). Inside (0, 1) the gradient is PyTorch's;

@@ -18,6 +18,7 @@ from .. import return_types
 from ..errors import ArgumentError, AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
+from ._node_names import renames
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
 from ._util import normalize_axis, reduction_cost, refuse_complex
@@ -241,6 +242,7 @@ def _selected(kind, x, dim, keepdim):
 
 
 @export(method=True)
+@renames("CummaxBackward0")
 def cummax(input, dim: int):
     """Running maxima along ``dim`` and their positions, a named tuple (values, indices).
     Ties take the later position, and NaN propagates, as in PyTorch."""
@@ -248,6 +250,7 @@ def cummax(input, dim: int):
 
 
 @export(method=True)
+@renames("CumminBackward0")
 def cummin(input, dim: int):
     """Running minima along ``dim`` and their positions, a named tuple (values, indices)."""
     return cummin_t(*_selected("cummin", input, dim, True))
@@ -269,6 +272,7 @@ def _whole_median(x, kind):
 
 
 @export(method=True)
+@renames(lambda input, dim=None, keepdim=False: f"MedianBackward{0 if dim is None else 1}")
 def median(input, dim: int | None = None, keepdim: bool = False):
     """Without ``dim``: the lower median of all elements (a 0-d tensor; NaN if any is NaN).
     With ``dim``: a named tuple (values, indices) of the lower medians along it. Positions
@@ -284,6 +288,7 @@ def median(input, dim: int | None = None, keepdim: bool = False):
 
 
 @export(method=True)
+@renames(lambda input, dim=None, keepdim=False: f"NanmedianBackward{0 if dim is None else 1}")
 def nanmedian(input, dim: int | None = None, keepdim: bool = False):
     """median ignoring NaN (NaN only where every element is NaN)."""
     x = to_tensor(input)
@@ -295,6 +300,7 @@ def nanmedian(input, dim: int | None = None, keepdim: bool = False):
 
 
 @export(method=True)
+@renames("ModeBackward0")
 def mode(input, dim: int = -1, keepdim: bool = False):
     """The most frequent value along ``dim`` (the smallest among equally frequent ones) and its
     last position, a named tuple (values, indices)."""
@@ -313,6 +319,7 @@ def count_nonzero(input, dim=None):
 
 
 @export(method=True)
+@renames("NansumBackward0")
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
     PyTorch does."""
@@ -340,6 +347,7 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 @export
+@renames("VarMeanBackward0")
 def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(var, mean)`` over ``dim`` in one call; ``correction`` (default 1) or PyTorch's older
     ``unbiased`` flag, positional after dim as in PyTorch's overload (so ``var_mean(x, 1,
@@ -354,6 +362,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 
 
 @export
+@renames("StdMeanBackward0")
 def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     """``(std, mean)`` over ``dim`` in one call (see var_mean)."""
     x = to_tensor(input)

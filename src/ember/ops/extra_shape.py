@@ -18,7 +18,7 @@ from ..symbolic import SymDim
 from . import _item_scalars as _items
 from . import api as E
 from ._autocast import Autocast, autocasts
-from ._node_names import rename_node
+from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
 from ._util import broadcast_shapes, check_scalars, normalize_axis
 from .elementwise import promote, to_tensor
@@ -53,6 +53,7 @@ def flipud(input):
 
 
 @export(method=True)
+@renames("Rot90Backward0")
 def rot90(input, k: int = 1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims``, from the first dim towards
     the second (PyTorch's and NumPy's direction)."""
@@ -79,6 +80,7 @@ def rot90(input, k: int = 1, dims=(0, 1)):
 
 
 @export(method=True)
+@renames("DiagEmbedBackward0")
 def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """Matrices whose ``offset`` diagonal (in the plane of the new result's dims ``dim1`` and
     ``dim2``) holds the last dim of ``input``; zeros elsewhere."""
@@ -388,6 +390,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 @export(method=True, inplace=True)
+@renames("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``; beta=0 ignores the input."""
     m, v = to_tensor(mat), to_tensor(vec)

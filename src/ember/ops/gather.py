@@ -18,7 +18,7 @@ from ..types import TensorType
 from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
-from ._node_names import rename_node
+from ._node_names import rename_node, renames
 from ._registry import (
     OpDef,
     TensorBase,
@@ -490,6 +490,7 @@ def _one_hot_array(data: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 @export(method=True, inplace=True)
+@renames("IndexAddBackward0")
 def index_add(x, dim: int, index, source, *, alpha=1):
     """``x`` with ``alpha * source``'s slices added at the 1-D ``index`` along ``dim``;
     repeated indices accumulate (the adjoint of `index_select`)."""

@@ -345,6 +345,7 @@ def _onnx_gelu_tanh(e):
 GELU_TANH = register(
     OpDef(
         name="gelu_tanh",
+        grad_fn="GeluBackward0",  # (PyTorch's one gelu node, approximate as an argument)
         onnx=_onnx_gelu_tanh,
         kind="elementwise",
         infer=_gelu_infer("gelu_tanh"),

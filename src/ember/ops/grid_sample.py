@@ -230,6 +230,7 @@ GRID_SAMPLE_BACKWARD = register(
 GRID_SAMPLE = register(
     OpDef(
         name="grid_sample",
+        grad_fn=lambda attrs, in_types: f"GridSampler{len(in_types[0].shape) - 2}DBackward0",
         kind="nn",
         infer=_gs_infer,
         kernel=_gs_kernel,

@@ -294,6 +294,7 @@ GROUP_NORM_BACKWARD = register(
 GROUP_NORM = register(
     OpDef(
         name="group_norm",
+        grad_fn="NativeGroupNormBackward0",
         onnx=_onnx_group_norm,
         kind="nn",
         infer=_gn_infer,

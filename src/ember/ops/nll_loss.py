@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..types import TensorType
 from . import api as E
+from ._node_names import nll_node_name
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
 from ._rules import Autocast
 from ._util import elementwise_cost, fmt_shape, io_bytes, numel
@@ -226,6 +227,7 @@ NLL_LOSS_BACKWARD = register(
 NLL_LOSS = register(
     OpDef(
         name="nll_loss",
+        grad_fn=nll_node_name,
         autocast=Autocast.FP32,
         onnx=_onnx_nll_loss,
         kind="nn",

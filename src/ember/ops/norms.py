@@ -301,6 +301,7 @@ def _svdvals_vjp(c, g):
 _SVDVALS = register(
     OpDef(
         name="svdvals",
+        grad_fn="LinalgSvdBackward0",  # (PyTorch's svdvals is its svd without vectors)
         autocast=Autocast.FP32,
         kind="linalg",
         infer=_svdvals_infer,

@@ -16,7 +16,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError
 from . import _item_scalars as _items
 from . import api as E
-from ._node_names import rename_node
+from ._node_names import rename_node, renames
 from ._registry import TensorBase, export
 from .elementwise import promote, to_tensor
 
@@ -26,6 +26,7 @@ def _finite_bounds(dtype) -> tuple[float, float]:
     return float(info.max), float(-info.max)
 
 
+@renames("NanToNumBackward0")
 def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
     """NaN to ``nan``, +inf to ``posinf`` and -inf to ``neginf`` (by default the dtype's
     largest and lowest finite values); integer and bool tensors come back as a copy. The

@@ -22,6 +22,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._node_names import rename_node
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes, require_kernel_dtype
 from .elementwise import to_tensor
@@ -181,7 +182,11 @@ def _adaptive_max_pool_nd(nd: int):
             )
         else:
             values, indices = apply(ADAPTIVE_MAX_POOL, x, out_size=size)
-        return finish_pool(values, indices, unbatched, return_indices)
+        result = finish_pool(values, indices, unbatched, return_indices)
+        node = "SqueezeBackward1" if nd == 1 else f"AdaptiveMaxPool{nd}DBackward0"
+        if return_indices:
+            return type(result)((rename_node(result[0], node), result[1]))
+        return rename_node(result, node)
 
     adaptive_max_pool.__name__ = adaptive_max_pool.__qualname__ = name
     adaptive_max_pool.__doc__ = (
@@ -238,7 +243,8 @@ def _adaptive_avg_pool_nd(nd: int):
     name = f"adaptive_avg_pool{nd}d"
 
     def adaptive_avg_pool(input, output_size):
-        x, unbatched = unbatch(name, to_tensor(input), nd)
+        source = to_tensor(input)
+        x, unbatched = unbatch(name, source, nd)
         size = output_size_arg(name, output_size, tuple(x.shape[2:]), nd)
         _check_input(name, x, size)
         if not x.dtype.is_floating_point:
@@ -254,7 +260,15 @@ def _adaptive_avg_pool_nd(nd: int):
         else:
             for axis, o in enumerate(size):
                 x = _average_axis(x, axis + 2, o)
-        return E.reshape(x, tuple(x.shape[1:])) if unbatched else x
+        x = E.reshape(x, tuple(x.shape[1:])) if unbatched else x
+        if x is source:  # (the size kept: a new tensor, as PyTorch's, never the input)
+            x = E.clone(x)
+        # PyTorch's nodes: its 1-d pool is the 2-d one squeezed, a pool to ones a mean
+        if nd == 1:
+            return rename_node(x, "SqueezeBackward1", source)
+        if all(o == 1 for o in size):
+            return rename_node(x, "MeanBackward1", source)
+        return rename_node(x, f"AdaptiveAvgPool{nd}DBackward0", source)
 
     adaptive_avg_pool.__name__ = adaptive_avg_pool.__qualname__ = name
     adaptive_avg_pool.__doc__ = (

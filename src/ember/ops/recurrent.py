@@ -287,6 +287,7 @@ def _onnx_lstm_layer(e):
 LSTM_LAYER = register(
     OpDef(
         name="lstm_layer",
+        grad_fn="MkldnnRnnLayerBackward0",  # (PyTorch's CPU LSTM layer)
         onnx=_onnx_lstm_layer,
         kind="nn",
         infer=_lstm_infer,
@@ -486,6 +487,7 @@ def _onnx_gru_layer(e):
 GRU_LAYER = register(
     OpDef(
         name="gru_layer",
+        grad_fn="StackBackward0",  # (PyTorch's CPU GRU stacks its steps' outputs)
         onnx=_onnx_gru_layer,
         kind="nn",
         infer=_gru_infer,

@@ -98,6 +98,7 @@ def _onnx_layer(e):
 RNN_LAYER = register(
     OpDef(
         name="rnn_layer",
+        grad_fn="StackBackward0",  # (PyTorch's CPU RNN stacks its steps' outputs)
         onnx=_onnx_layer,
         kind="nn",
         infer=_infer,

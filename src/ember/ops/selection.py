@@ -17,7 +17,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
-from ._node_names import rename_node
+from ._node_names import rename_node, renames
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
@@ -69,6 +69,7 @@ def masked_fill(x, mask, value):
 
 
 @export(method=True)
+@renames("MaskedSelectBackward0")
 def masked_select(x, mask):
     """The elements of ``x`` where ``mask`` is true, as a 1-D tensor (x and mask broadcast)."""
     x = to_tensor(x)
@@ -80,6 +81,7 @@ def masked_select(x, mask):
 
 
 @export(method=True)
+@renames("TakeBackward0")
 def take(x, index):
     """Elements of ``x`` viewed as 1-D at the integer ``index`` (the result has index's shape)."""
     x = to_tensor(x)

@@ -122,6 +122,7 @@ QR = _linalg_op(
     save_outputs=(0, 1),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgQrBackward0",
 )
 
 
@@ -197,6 +198,7 @@ EIGH = _linalg_op(
     save_outputs=(0, 1),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgEighBackward0",
 )
 
 
@@ -244,6 +246,7 @@ EIGVALSH = _linalg_op(
     "eigvalsh(A, uplo): the eigenvalues (ascending) of symmetric matrices",
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgEighBackward0",
 )
 
 
@@ -333,6 +336,7 @@ LINALG_SVD = _linalg_op(
     save_outputs=(0, 1, 2),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgSvdBackward0",
 )
 
 
@@ -446,6 +450,7 @@ PINV = _linalg_op(
     save_outputs=(0,),
     autocast=Autocast.FP32,
     complex=Complex.GRADIENT,
+    grad_fn="LinalgPinvBackward0",
 )
 
 
@@ -575,6 +580,7 @@ DET = _linalg_op(
     onnx=lambda e: e.node("Det", e.inputs),
     complex=Complex.GRADIENT,
     save_outputs=(0,),  # (the eager gradient's conj(det))
+    grad_fn="LinalgDetBackward0",
 )
 
 

@@ -133,7 +133,7 @@ def checkpoint(
     region = _Region(
         function, args, kwargs, preserve, recompute_context, determinism_check, debug, early_stop
     )
-    with forward_context, saved_tensors_hooks(region.pack, region.unpack):
+    with forward_context, saved_tensors_hooks(region.pack, region.unpack, _check_version=True):
         return function(*args, **kwargs)
 
 
