@@ -36,6 +36,11 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
   (kernels/cfuse.py, kernels/creduce.py) write its accumulation from the rule.
 * ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue, and how the
   fused node runs (transforms/epilogue.py, ops/fused.py's ``fused_epilogue``).
+* ``clamp(attrs, constants) -> Clamp | None``: the call bounds its one data operand into an
+  interval, the rest of its operands constants (``constants``: per operand its number, None for
+  the data), and how it treats a value equal to a bound (the sign of a zero) and NaN (kept):
+  relu, hardtanh, maximum and minimum with a constant. A convolution's store applies it in
+  its epilogue (ops/conv_epilogue.py) with the op's own bits.
 * ``fused``: a `FusedRule`: the op is a group of other ops run as one; what the tools show of it
   (graph/dot.py, tools/viz.py, profiler/) and what its cost counts.
 
@@ -158,6 +163,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Autocast",
     "ChannelWeights",
+    "Clamp",
     "Complex",
     "Effect",
     "EpilogueRule",
@@ -330,6 +336,18 @@ class ReductionRule(NamedTuple):
     # reference kernel accumulates such axes in float64 (ops/reduce.py's sum), which keeps a
     # long strided sum within float32's rounding instead of an error growing with its rows
     wide: bool = False
+
+
+class Clamp(NamedTuple):
+    """What a ``clamp`` rule says of a call: its result is its data operand ``x`` bounded
+    below by ``lo`` and above by ``hi`` (-inf, inf: no bound; NaN kept). ``lo_ties``: where
+    ``x == lo`` the result is ``lo`` itself (``maximum(x, 0.0)`` of -0.0 is 0.0) rather than
+    ``x`` (hardtanh keeps -0.0); ``hi_ties`` likewise."""
+
+    lo: float
+    hi: float
+    lo_ties: bool = False
+    hi_ties: bool = False
 
 
 class EpilogueRule(NamedTuple):
