@@ -35,21 +35,24 @@ ACTIVATIONS = {
 }
 
 
-def _geometry(seed: int):
+def _geometry(seed: int, depthwise: bool):
     rng = np.random.default_rng(seed)
     n, cin, cout = (int(rng.integers(1, a)) for a in (3, 6, 12))
+    if depthwise:  # (a channel multiplier of 1 or 2)
+        cin = int(rng.integers(2, 20))
+        cout = cin * int(rng.choice([1, 1, 2]))
     size = tuple(int(rng.integers(3, 12)) for _ in range(2))
-    kernel = int(rng.choice([1, 3]))
+    kernel = int(rng.choice([3, 5])) if depthwise else int(rng.choice([1, 3]))
     stride = int(rng.choice([1, 2]))
     padding = int(rng.integers(0, kernel // 2 + 1))
     return n, cin, cout, size, kernel, stride, padding
 
 
-def _arrays(geometry, dtype, seed):
+def _arrays(geometry, dtype, seed, depthwise):
     n, cin, cout, size, kernel, _, _ = geometry
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, cin) + size).astype(np.float32) * 3
-    w = rng.standard_normal((cout, cin, kernel, kernel)).astype(np.float32)
+    w = rng.standard_normal((cout, 1 if depthwise else cin, kernel, kernel)).astype(np.float32)
     b = rng.standard_normal((cout,)).astype(np.float32)
     flat = x.reshape(-1)
     picks = rng.choice(flat.size, size=min(flat.size, 6), replace=False)
@@ -85,19 +88,23 @@ def _clamp_epilogues(graph):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
 @pytest.mark.parametrize("seed", range(4))
-def test_the_fused_clamp_gives_the_unfused_graphs_bits(seed, activation, dtype, monkeypatch):
+@pytest.mark.parametrize("kind", ["dense", "depthwise"])
+def test_the_fused_clamp_gives_the_unfused_graphs_bits(kind, seed, activation, dtype, monkeypatch):
     # (both graphs' convolutions take the counted layout: the same sums in the same order)
     monkeypatch.setenv("EMBER_CONV_LAYOUT", "count")
-    geometry = _geometry(zlib.crc32(f"{seed}".encode()))
-    _, _, _, _, _, stride, padding = geometry
+    depthwise = kind == "depthwise"
+    geometry = _geometry(zlib.crc32(f"{seed}".encode()), depthwise)
+    _, cin, _, _, _, stride, padding = geometry
+    groups = cin if depthwise else 1
     np_dtype = np.dtype(getattr(dt, dtype).np)
-    arrays = _arrays(geometry, np_dtype, seed)
+    arrays = _arrays(geometry, np_dtype, seed, depthwise)
     act = ACTIVATIONS[activation]
 
     def fn(x, w, b):
+        conv = dict(stride=stride, padding=padding, groups=groups)
         if dtype == "bfloat16":  # (the convolution's own bias: a half-precision add stays apart)
-            return act(F.conv2d(x, w, b, stride=stride, padding=padding))
-        return act(F.conv2d(x, w, stride=stride, padding=padding) + b.reshape(1, -1, 1, 1))
+            return act(F.conv2d(x, w, b, **conv))
+        return act(F.conv2d(x, w, **conv) + b.reshape(1, -1, 1, 1))
 
     examples = [ember.tensor(a) for a in arrays]
     graph = ember.trace(fn, *examples, opt_level=0).graph
@@ -113,10 +120,15 @@ def test_the_fused_clamp_gives_the_unfused_graphs_bits(seed, activation, dtype, 
             np.testing.assert_array_equal(_bits(g), _bits(e), err_msg=way)
 
 
-def test_a_depthwise_convolution_keeps_its_own_kernel():
-    # the grouped GEMM's store is slower than the depthwise kernel: no conv epilogue there
+def test_a_depthwise_convolution_stores_no_mask():
+    # (the depthwise kernels store the value alone: a ReLU's mask keeps its own loop)
     x = ember.randn(1, 4, 6, 6)
     w = ember.randn(4, 1, 3, 3)
-    graph = ember.trace(lambda x, w: F.relu6(F.conv2d(x, w, groups=4)), x, w).graph
+
+    def fn(x, w):
+        y = F.relu(F.conv2d(x, w, groups=4))
+        return y, y > 0
+
+    graph = ember.trace(fn, x, w).graph
     fused, _ = optimize(graph, passes=[FUSE, DCE, EPILOGUE])
     assert not _clamp_epilogues(fused)

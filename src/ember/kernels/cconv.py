@@ -53,6 +53,7 @@ from . import (
     chalf,
     conv_plan,
 )
+from .cclamp import clamp_address
 from .cconv_source import SOURCE as _KERNELS
 from .cconv_tables import _address, _forward_tables, _padded, _strides
 from .cmicro import KC
@@ -574,28 +575,6 @@ def forward_step(
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     args += [0 if f.split is None else data_address(f.split)]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)
-
-
-# (lo, hi, lo takes ties, hi takes ties, dtype) -> its float64 block, which C steps hold by
-# address: few distinct clamps exist (ReLU, ReLU6, a model's hardtanh bounds), each kept
-_CLAMPS: dict = {}
-_RELU = (0.0, float("inf"), True, False)  # maximum(x, 0): NaN kept, -0.0 made 0.0
-
-
-def clamp_address(clamp, dtype) -> int:
-    """The address of the C store's clamp block (lo, hi, whether lo takes ties, whether hi
-    does: ops/_rules.py's `Clamp`) for a ``dtype`` result, or 0 for none. ``clamp``: None or
-    False (none), True (a ReLU), or the four values. The bounds are rounded to ``dtype`` first,
-    as the unfused op's constants are (a half-precision result's too)."""
-    if clamp is None or clamp is False:
-        return 0
-    clamp = _RELU if clamp is True else tuple(clamp)
-    key = (*clamp, np.dtype(dtype).str)
-    block = _CLAMPS.get(key)
-    if block is None:
-        lo, hi = (float(np.asarray(b, np.float64).astype(dtype)) for b in clamp[:2])
-        block = _CLAMPS[key] = np.array([lo, hi, float(clamp[2]), float(clamp[3])], np.float64)
-    return data_address(block)
 
 
 def _compute_itemsize(dtype) -> int:

@@ -62,10 +62,41 @@ def c_step(node, plan: Spec, producer_attrs: dict):
     return CStep(function_address(step), args, slots, keep)
 
 
-def build(node, plan: Spec, producer_attrs: dict, result):
+def depthwise_c_step(node, plan: Spec, producer_attrs: dict):
+    """The graph runner's C step of a ``fused_epilogue`` node of a 2-d depthwise convolution
+    (kernels/cdepthwise.py: the bias added and the clamp applied as each plane is stored; no
+    mask), or None."""
+    from . import cdepthwise
+
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    if plan.value is None or plan.mask is not None or x_type.dtype != w_type.dtype:
+        return None
+    p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
+    biased = plan.own_bias or plan.bias is not None
+    step = cdepthwise.forward_step(
+        x_type.shape, w_type.shape, p, producer_attrs["groups"], x_type.dtype.np, biased,
+        plan.clamp,
+    )  # fmt: skip
+    if step is None:
+        return None
+    n, slot = node.attrs["n_producer"], node.attrs["slot"]
+    bias_input = 2 if plan.own_bias else n + (plan.bias or 0) - ((plan.bias or 0) > slot)
+    slots = []
+    for at, way, index in step.slots:
+        if way == "out":
+            index = plan.value
+        elif index == 2:
+            index = bias_input
+        slots.append((at, way, index))
+    step.slots = slots
+    return step
+
+
+def build(node, plan: Spec, producer_attrs: dict, result, depthwise: bool = False):
     """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution
-    (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``."""
-    from . import cconv, cconv_constant
+    (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``
+    (``depthwise``: in kernels/cdepthwise.py's kernels, which store no mask)."""
+    from . import cconv, cconv_constant, cdepthwise
 
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
@@ -84,7 +115,9 @@ def build(node, plan: Spec, producer_attrs: dict, result):
             bias = arrays[2]
         mask = np.empty(shape, np.bool_) if plan.mask is not None else None
         y = None if constant is None else constant(x, w, bias, mask)
-        if y is None:
+        if y is None and depthwise:
+            y = cdepthwise.conv_forward(x, w, p, groups, bias, plan.clamp)
+        elif y is None:
             y = cconv.conv_forward(x, w, p, groups, bias, plan.clamp, mask)
         if y is None:  # (an empty batch)
             return node.op.kernel(*arrays, **attrs)

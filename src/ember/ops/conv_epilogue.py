@@ -157,11 +157,29 @@ def _epilogue_plan(node, conv_infer, compiled):
     return None if plan is None else (plan, producer_attrs, result)
 
 
+def _depthwise(node) -> bool:
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = (v.type for v in node.inputs[:2])
+    return multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None
+
+
 def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
     result = node.outputs[0].type
     spec = epilogue_spec(program, outputs, out_types, in_types, slot, result)
-    # (a convolution with its own bias operand: the store adds no second one)
-    return spec is not None and (len(node.inputs) == 2 or spec.bias is None)
+    if spec is None or (len(node.inputs) > 2 and spec.bias is not None):
+        return False  # (a convolution with its own bias operand: the store adds no second one)
+    # the depthwise kernels store the value (biased, clamped), no mask
+    return not _depthwise(node) or (spec.mask is None and spec.value is not None)
+
+
+def _depthwise_producer(node) -> bool:
+    """Whether the ``fused_epilogue`` node's convolution is depthwise."""
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = (v.type for v in node.inputs[:2])
+    groups = dict(node.attrs["producer_attrs"])["groups"]
+    return multiplier(x.shape[1], tuple(w.shape), groups) is not None
 
 
 def rule(conv_infer, compiled) -> EpilogueRule:
@@ -175,22 +193,24 @@ def rule(conv_infer, compiled) -> EpilogueRule:
         from ..kernels import cconv_epilogue
 
         found = plan(node)
-        return None if found is None else cconv_epilogue.build(node, *found)
+        if found is None:
+            return None
+        return cconv_epilogue.build(node, *found, depthwise=_depthwise_producer(node))
 
     def c_step(node):
         from ..kernels import cconv_epilogue
 
         found = plan(node)
-        return None if found is None else cconv_epilogue.c_step(node, *found[:2])
+        if found is None:
+            return None
+        if _depthwise_producer(node):
+            return cconv_epilogue.depthwise_c_step(node, *found[:2])
+        return cconv_epilogue.c_step(node, *found[:2])
 
     def accepts(node) -> bool:
-        """The C store runs in kernels/cconv.py's kernels: not for a depthwise convolution,
-        whose own kernel (kernels/cdepthwise.py) is faster than the grouped GEMM with its
-        epilogue."""
-        from ..kernels.cdepthwise import multiplier
-
-        x, w = (v.type for v in node.inputs[:2])
-        if multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None:
+        """The C store runs in kernels/cconv.py's kernels, or a depthwise convolution's in its
+        own (kernels/cdepthwise.py: 2-d; faster than the grouped GEMM)."""
+        if _depthwise(node) and len(node.inputs[0].shape) != 4:
             return False
         return compiled().available(node.outputs[0].dtype.np)
 
