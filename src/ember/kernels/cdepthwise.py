@@ -31,7 +31,10 @@ planes are widened as they are framed, weights as they are read, each result rou
 it is stored (the input gradient of a channel multiplier above 1 adds its channels into the
 result: in 16 bits it would round each sum, so that one declines). The forward and the input
 gradient take an optional bias per channel, added to the float sums before the store (in half
-precision before its one rounding, as PyTorch's convolutions round).
+precision before its one rounding, as PyTorch's convolutions round). The forward also takes a
+clamp epilogue (a graph's ReLU, ReLU6 or hardtanh after the convolution: kernels/cclamp.py),
+applied to each plane (block of planes, in the channels-wide kernels) right after it is
+stored, while it is in cache, with the unfused op's bits.
 
 Planes too narrow for these row-wide loops (mostly remainder lanes: 7 or 14 wide) go to
 kernels/cdepthwise_wide.py's channels-wide kernels (multiplier 1, float32 and float64), which
