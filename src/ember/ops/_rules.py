@@ -364,13 +364,18 @@ class EpilogueRule(NamedTuple):
       input (``slot``) that is the producer's result;
     * ``compile(node) -> fn | None``: the fused node's implementation ``fn(*arrays, out=None)
       -> tuple`` (kernels/), None where it cannot run it (the reference kernel then runs);
-    * ``c_step(node) -> CStep | None``: the fused node as a step of the C graph runner.
+    * ``c_step(node) -> CStep | None``: the fused node as a step of the C graph runner;
+    * ``bias_operand(node) -> bool``: a per-channel shift folded into this call
+      (transforms/fold_affine.py) had better be the bias operand its ``channel_fold`` rule
+      offers than an add for the epilogue: its kernel adds one as it stores, which needs no
+      fusion (a depthwise convolution's).
     """
 
     accepts: Callable[[Any], bool]
     takes: Callable[..., bool]
     compile: Callable[[Any], Any]
     c_step: Callable[[Any], Any] | None = None
+    bias_operand: Callable[[Any], bool] | None = None
 
 
 class Producer(NamedTuple):

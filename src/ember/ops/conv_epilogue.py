@@ -214,4 +214,10 @@ def rule(conv_infer, compiled) -> EpilogueRule:
             return False
         return compiled().available(node.outputs[0].dtype.np)
 
-    return EpilogueRule(accepts=accepts, takes=_epilogue_takes, compile=compile_, c_step=c_step)
+    return EpilogueRule(
+        accepts=accepts,
+        takes=_epilogue_takes,
+        compile=compile_,
+        c_step=c_step,
+        bias_operand=_depthwise,  # (its kernels add a bias operand as they store, fused or not)
+    )
