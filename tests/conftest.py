@@ -546,7 +546,7 @@ def _checked_recurrent(name, reference):
 def _checked_conv(name, module=cconv):
     """``cconv.<name>`` (or ``cdepthwise.<name>``) with each call that returns an array
     checked against the NumPy kernel of ops/_conv_kernels.py (the forward and the input
-    gradient with their bias added after, the forward's ReLU after that)."""
+    gradient with their bias added after, the forward's clamp (a ReLU) after that)."""
     fast, reference = getattr(module, name), getattr(_conv_kernels, name)
     counts = {}
 
@@ -562,8 +562,13 @@ def _checked_conv(name, module=cconv):
             if bias is not None:
                 want = want + wide(bias).reshape((1, -1) + (1,) * (want.ndim - 2))
             want = want.astype(a.dtype)
-            if (epilogue[1:] or (kwargs.get("relu"),))[0]:
-                want = np.where(want < 0, want.dtype.type(0), want)
+            clamp = (epilogue[1:] or (kwargs.get("relu", kwargs.get("clamp")),))[0]
+            if clamp is True:  # a ReLU: maximum(x, 0)
+                clamp = (0.0, np.inf, True, False)
+            if clamp:  # (lo, hi, lo takes ties, hi takes ties), NaN kept
+                lo, hi = (want.dtype.type(b) for b in clamp[:2])
+                want = np.where(want <= lo if clamp[2] else want < lo, lo, want)
+                want = np.where(want >= hi if clamp[3] else want > hi, hi, want)
             message = f"{module.__name__}.{name} on {a.shape}, {b.shape}"
             _assert_close_to_reference(got, want, message)
             mask = (epilogue[2:] or (kwargs.get("mask"),))[0]

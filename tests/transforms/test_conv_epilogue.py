@@ -73,7 +73,7 @@ def test_spec_rejects_what_the_store_does_not_do():
     add = Instr(REGISTRY["add"], (Input(0), Input(1)))
     relu = Instr(REGISTRY["relu"], (Temp(0),))
     out = (((2, 4, 5, 5), "float32"),)
-    assert epilogue_spec(Program((add, relu)), (1,), out, [result, bias], 0, result).relu
+    assert epilogue_spec(Program((add, relu)), (1,), out, [result, bias], 0, result).clamp
     # the value before and after the ReLU both wanted
     two = out + out
     assert epilogue_spec(Program((add, relu)), (0, 1), two, [result, bias], 0, result) is None

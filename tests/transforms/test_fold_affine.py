@@ -118,8 +118,9 @@ def test_the_pass_alone_rewrites_conv_and_batch_norm():
 def test_a_depthwise_convolution_takes_the_shift_as_its_bias_operand(dtype):
     """An imported MobileNet's depthwise convolution and batch norm: the shift becomes the
     convolution's own bias (its kernel adds it as it stores the sums) rather than an add left
-    as a pass of its own, since the epilogue pass leaves depthwise convolutions alone. Before
-    onnx52 every such batch norm cost an elementwise pass over the convolution's result."""
+    as a pass of its own or for the epilogue pass (the depthwise kernels add a bias operand
+    fused with a clamp or not). Before onnx52 every such batch norm cost an elementwise pass
+    over the convolution's result."""
     rng = np.random.default_rng(3)
     a = _arrays(rng, 6, 6, 6, dtype)
     x = ember.tensor(rng.standard_normal((2, 6, 8, 8)).astype(dtype))

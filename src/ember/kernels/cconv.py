@@ -53,6 +53,7 @@ from . import (
     chalf,
     conv_plan,
 )
+from .cclamp import clamp_address
 from .cconv_source import SOURCE as _KERNELS
 from .cconv_tables import _address, _forward_tables, _padded, _strides
 from .cmicro import KC
@@ -78,7 +79,7 @@ _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
 _BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_I, _P, _L]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L]
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P]
@@ -280,8 +281,10 @@ def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple |
     return layout, counted
 
 
-def conv_forward(x, w, p: Plan, groups: int, bias=None, relu: bool = False, mask=None):
-    """conv(x, w) (+ bias per output channel) (then ReLU), or None where it does not apply.
+def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None):
+    """conv(x, w) (+ bias per output channel) (then clamped: ``relu`` True for a ReLU, or
+    a clamp's (lo, hi, lo takes ties, hi takes ties): `clamp_address`), or None where it does
+    not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,) (in half precision
     added to the float32 sums, the result rounded once). ``mask``, a bool array of the
     output's shape, receives ``result > 0``."""
@@ -387,7 +390,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             len(src),
             c * plane,
             out_sample,
-            int(relu),
+            clamp_address(relu, x.dtype),
             pool,
             _panel_group(panels, compute_itemsize(x.dtype)),
         )
@@ -437,7 +440,7 @@ _STEP_CACHE_ENTRIES = 32
 _STEP_CACHE_BYTES = 64 << 20
 
 
-def _thread_step(x_shape, w_shape, p: Plan, dtype, relu: bool, any_layout=True, operands=None):
+def _thread_step(x_shape, w_shape, p: Plan, dtype, relu, any_layout=True, operands=None):
     """(the forward step as a callable, its argument block, the address of its own packed
     weight, whether it runs the channels-wide layout, the block's address) for this geometry,
     kept per thread (its scratch is written by each call: threads running the same convolution
@@ -509,7 +512,7 @@ def _step_function(dtype: np.dtype, name: str = "conv_forward_step"):
 
 
 def forward_step(
-    x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool,
+    x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu,
     weight_constant: bool = False, wide: bool | None = None, split: bool | None = None,
 ):  # fmt: skip
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
@@ -548,7 +551,8 @@ def forward_step(
         tables = _forward_tables(p, c, False)
         xp = None if f.unpadded else np.zeros(f.size, dtype)
         args, wp = cconv_wide.step_args(
-            x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy, relu,
+            x_shape, w_shape, tables, f.rows, len(tables[0]), f.plane, f.m, xp, copy,
+            clamp_address(relu, dtype),
             pool, threads, weight_constant, compute,
         )  # fmt: skip
         return step, args, (step, xp, wp.base, *tables)
@@ -567,7 +571,7 @@ def forward_step(
     args += [f.cog, f.rows, f.panels]
     args += [f.panels, f.rows, samples * len(src), f.cog, f.m, len(src), c * f.plane]
     args += [f.cog * f.m]
-    args += [int(relu), pool, _panel_group(f.panels, itemsize)]
+    args += [clamp_address(relu, dtype), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     args += [0 if f.split is None else data_address(f.split)]
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)

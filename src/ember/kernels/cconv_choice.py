@@ -80,7 +80,7 @@ def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tu
     return choice
 
 
-def layout(x_shape, w_shape, p, dtype, relu: bool, operands, make) -> tuple | None:
+def layout(x_shape, w_shape, p, dtype, relu, operands, make) -> tuple | None:
     """(wide, split): the way that runs fastest on ``operands`` (x, w: contiguous) of the
     channels-wide layout and the column panels over the padded or the relaid input (split by
     stride phases, or the batch side by side: kernels/cconv.py's `_relayout`), measured once

@@ -40,7 +40,7 @@ def frozen_array(node, i: int = 1) -> np.ndarray | None:
     return array if frozen else None
 
 
-def for_node(node, conv_attrs: dict, relu: bool):
+def for_node(node, conv_attrs: dict, relu):
     """A `ConstantWeightForward` for ``node`` (a ``conv``, or a ``fused_epilogue`` of one:
     inputs x and w first; the convolution's attributes ``conv_attrs``) where its weight is a
     frozen constant and it is a 2-d, one-group convolution of static shapes in one float
@@ -67,7 +67,7 @@ class ConstantWeightForward:
     does not apply (then the caller runs `conv_forward`): another geometry, no compiler, or
     the step busy on another thread."""
 
-    def __init__(self, x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu: bool):
+    def __init__(self, x_shape: tuple, w_shape: tuple, p: Plan, dtype, relu):
         x_shape, w_shape = tuple(x_shape), tuple(w_shape)
         self._shapes = (x_shape, w_shape)
         self._out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)

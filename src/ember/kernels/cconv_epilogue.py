@@ -1,10 +1,11 @@
 """Convolution epilogues: a ``fused_epilogue`` node whose producer is ``conv`` (made by
 transforms/epilogue.py), run by the compiled forward convolution (kernels/cconv.py), which
-adds the bias, applies the ReLU and writes the ReLU's gradient mask while each output tile is
-still in cache, instead of a second pass over the whole output.
+adds the bias, clamps (a ReLU, ReLU6, hardtanh: ops/_rules.py's `Clamp`) and writes the ReLU's
+gradient mask while each output tile is still in cache, instead of a second pass over the
+whole output.
 
 The C store does a fixed set of things, described by a `Spec`: an optional per-channel bias,
-an optional ReLU, the float output and an optional mask (the value > 0). Which epilogue
+an optional clamp, the float output and an optional mask (the value > 0). Which epilogue
 programs come down to a `Spec` is the convolution's epilogue rule (ops/conv.py), which calls
 `build` and `c_step` with it; anything else stays a separate elementwise node. The reference is
 the node's own kernel (ops/fused.py: the conv kernel, then the program's NumPy kernels).
@@ -23,7 +24,9 @@ __all__ = ["Spec", "build", "c_step"]
 
 class Spec(NamedTuple):
     bias: int | None  # position of the bias among the node's epilogue operands
-    relu: bool  # whether the float output is after the ReLU
+    # the clamp applied before the float output is stored: (lo, hi, lo takes ties, hi takes
+    # ties), kernels/cconv.py's `clamp_address`; None: none
+    clamp: tuple | None
     value: int | None  # position in ``outputs`` of the float output
     mask: int | None  # position in ``outputs`` of the mask
     own_bias: bool = False  # the bias is the convolution's own operand (node input 2)
@@ -43,7 +46,7 @@ def c_step(node, plan: Spec, producer_attrs: dict):
     p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
     constant = frozen_weight(node)  # (its panels packed once)
     made = cconv.forward_step(
-        x_type.shape, w_type.shape, p, x_type.dtype.np, plan.relu, weight_constant=constant
+        x_type.shape, w_type.shape, p, x_type.dtype.np, plan.clamp, weight_constant=constant
     )
     if made is None:
         return None
@@ -59,17 +62,48 @@ def c_step(node, plan: Spec, producer_attrs: dict):
     return CStep(function_address(step), args, slots, keep)
 
 
-def build(node, plan: Spec, producer_attrs: dict, result):
+def depthwise_c_step(node, plan: Spec, producer_attrs: dict):
+    """The graph runner's C step of a ``fused_epilogue`` node of a 2-d depthwise convolution
+    (kernels/cdepthwise.py: the bias added and the clamp applied as each plane is stored; no
+    mask), or None."""
+    from . import cdepthwise
+
+    x_type, w_type = (v.type for v in node.inputs[:2])
+    if plan.value is None or plan.mask is not None or x_type.dtype != w_type.dtype:
+        return None
+    p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
+    biased = plan.own_bias or plan.bias is not None
+    step = cdepthwise.forward_step(
+        x_type.shape, w_type.shape, p, producer_attrs["groups"], x_type.dtype.np, biased,
+        plan.clamp,
+    )  # fmt: skip
+    if step is None:
+        return None
+    n, slot = node.attrs["n_producer"], node.attrs["slot"]
+    bias_input = 2 if plan.own_bias else n + (plan.bias or 0) - ((plan.bias or 0) > slot)
+    slots = []
+    for at, way, index in step.slots:
+        if way == "out":
+            index = plan.value
+        elif index == 2:
+            index = bias_input
+        slots.append((at, way, index))
+    step.slots = slots
+    return step
+
+
+def build(node, plan: Spec, producer_attrs: dict, result, depthwise: bool = False):
     """``(*arrays, out=None) -> tuple`` for a ``fused_epilogue`` node of a convolution
-    (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``."""
-    from . import cconv, cconv_constant
+    (attributes ``producer_attrs``, result type ``result``) whose store does ``plan``
+    (``depthwise``: in kernels/cdepthwise.py's kernels, which store no mask)."""
+    from . import cconv, cconv_constant, cdepthwise
 
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
     groups = producer_attrs["groups"]
     shape = tuple(result.shape)
     # a frozen constant's weight: its panels packed once
-    constant = cconv_constant.for_node(node, producer_attrs, plan.relu)
+    constant = cconv_constant.for_node(node, producer_attrs, plan.clamp)
 
     def call(*arrays, out=None):
         x, w = arrays[:2]
@@ -81,8 +115,10 @@ def build(node, plan: Spec, producer_attrs: dict, result):
             bias = arrays[2]
         mask = np.empty(shape, np.bool_) if plan.mask is not None else None
         y = None if constant is None else constant(x, w, bias, mask)
-        if y is None:
-            y = cconv.conv_forward(x, w, p, groups, bias, plan.relu, mask)
+        if y is None and depthwise:
+            y = cdepthwise.conv_forward(x, w, p, groups, bias, plan.clamp)
+        elif y is None:
+            y = cconv.conv_forward(x, w, p, groups, bias, plan.clamp, mask)
         if y is None:  # (an empty batch)
             return node.op.kernel(*arrays, **attrs)
         results = [None] * len(attrs["outputs"])

@@ -12,7 +12,8 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   the same sums in the same order. Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is
   packed by the caller.
   The store writes column j to ``dst[j]`` (its NC* offset, or -1 for a column outside the
-  output), adding ``bias[co]`` and applying ReLU when asked (a convolution epilogue).
+  output), adding ``bias[co]`` and clamping when asked (a convolution epilogue: ReLU, ReLU6,
+  hardtanh; ``clamp``: lo, hi and whether each takes ties, ops/_rules.py's `Clamp`).
 * ``conv_weight_grad``: gw[co, r] = sum_n sum_l gy[n, co, l] * x[n * x_sample + roff[r] + l]
   over an extended output grid (rows of the padded input's width, stride 1) in which gy is
   zero outside the real output (each block of samples lays its gy out so, in cache). Both
@@ -62,10 +63,10 @@ struct fwd {
   const void *wp; /* P: T, or bfloat16 pairs */
   S *out;
   unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
+  const double *clamp; /* lo, hi, lo takes ties, hi takes ties; or NULL */
   const long *src, *dst, *roff; /* src, dst: per column of one sample */
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
-  int relu;
   long group; /* column panels per group (see fwd_panels) */
 };
 
@@ -304,11 +305,28 @@ static void pack_columns(const S *restrict x, const long *roff, long kc, long nj
 }
 #endif
 
-/* to[t] = from[t] + b (then ReLU), mask[t] = to[t] > 0; ``from`` may be read up to a whole
+/* the epilogue's clamp of one value (c: lo, hi, lo takes ties, hi takes ties), each bound's
+   comparison the unfused op's: ordered, so NaN stays; ties decide the sign of a zero bound's
+   result (maximum(x, 0.0) makes -0.0 0.0, hardtanh keeps it) */
+static inline T clamp_one(T v, const double *c) {
+  T lo = (T)c[0], hi = (T)c[1];
+  if (c[2] ? v <= lo : v < lo) v = lo;
+  if (c[3] ? v >= hi : v > hi) v = hi;
+  return v;
+}
+#if HAVE_MASKS
+static inline V clamp_vec(V v, const double *c) {
+  V lo = SET1((T)c[0]), hi = SET1((T)c[1]);
+  v = MOV(v, c[2] ? CMP(v, lo, _CMP_LE_OQ) : CMP(v, lo, _CMP_LT_OQ), lo);
+  return MOV(v, c[3] ? CMP(v, hi, _CMP_GE_OQ) : CMP(v, hi, _CMP_GT_OQ), hi);
+}
+#endif
+
+/* to[t] = from[t] + b (then clamped), mask[t] = to[t] > 0; ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
    as masked vectors; elsewhere the loops are plain. 16-bit storage rounds once, as PyTorch's
    half-precision convolutions do: the float32 sum plus the bias (-0.0, the identity, where
-   there is none), rounded (ReLU and its mask then read the rounded value); a loop the
+   there is none), rounded (the clamp and the mask then read the rounded value); a loop the
    compiler vectorizes. */
 #if HALF && HAVE_MASKS
 /* VL float32 values rounded to 16 bits as kernels/chalf.py's HALF_STORE rounds them (to
@@ -330,17 +348,17 @@ static inline __m256i narrow(V v) {
   return _mm256_mask_mov_epi16(h, nan, quiet);
 #endif
 }
-static inline void store_run(const T *from, T b, int relu, S *to, unsigned char *mask, long n) {
+static inline void store_run(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
+                             long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
   for (long t = 0; t < n; t += VL) {
     MASK keep = lanes(n - t);
     __m256i h = narrow(ADD(LOAD(from + t), bias));
     V v = widen(h);
-    if (relu) { /* NaN and -0.0 stay */
-      MASK negative = CMP(v, zero, _CMP_LT_OQ);
-      v = MOV(v, negative, zero);
-      h = _mm256_mask_mov_epi16(h, negative, _mm256_setzero_si256());
+    if (clamp) { /* (the bounds are 16-bit values: narrowed exactly; a NaN as it was) */
+      v = clamp_vec(v, clamp);
+      h = narrow(v);
     }
     _mm256_mask_storeu_epi16(to + t, keep, h);
     if (mask)
@@ -348,32 +366,35 @@ static inline void store_run(const T *from, T b, int relu, S *to, unsigned char 
   }
 }
 #elif HALF
-static inline void store_run(const T *from, T b, int relu, S *to, unsigned char *mask, long n) {
+static inline void store_run(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
+                             long n) {
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b);
-    if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+    if (clamp) v = clamp_one(v, clamp);
     to[t] = ST(v);
     if (mask) mask[t] = v > 0;
   }
 }
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+static inline void store_run(const T *from, T b, const double *clamp, T *to, unsigned char *mask,
+                             long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
   for (long t = 0; t < n; t += VL) {
     MASK keep = n - t >= VL ? (MASK)~0 : (MASK)((1u << (n - t)) - 1);
     V v = ADD(LOAD(from + t), bias);
-    if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+    if (clamp) v = clamp_vec(v, clamp);
     STORE(to + t, keep, v);
     if (mask)
       _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
   }
 }
 #else
-static inline void store_run(const T *from, T b, int relu, T *to, unsigned char *mask, long n) {
+static inline void store_run(const T *from, T b, const double *clamp, T *to, unsigned char *mask,
+                             long n) {
   for (long t = 0; t < n; t++) {
     T v = from[t] + b;
-    if (relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+    if (clamp) v = clamp_one(v, clamp);
     to[t] = v;
     if (mask) mask[t] = v > 0;
   }
@@ -382,8 +403,8 @@ static inline void store_run(const T *from, T b, int relu, T *to, unsigned char 
 
 /* store_run's to[t * step] (a run of columns that lands every step-th element: a phase of a
    strided convolution's input gradient written in place) */
-static inline void store_steps(const T *from, T b, int relu, S *to, unsigned char *mask, long n,
-                               long step) {
+static inline void store_steps(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
+                               long n, long step) {
 #if HAVE_MASKS && !HALF
   if (step == 2) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
     V bias = SET1(b), zero = SET1(0);
@@ -392,7 +413,7 @@ static inline void store_steps(const T *from, T b, int relu, S *to, unsigned cha
       long m = n - t < VL / 2 ? n - t : VL / 2;
       MASK keep = EVEN_LANES & lanes(2 * m - 1);
       V v = ADD(MLOAD(lanes(m), from + t), bias);
-      if (relu) v = MOV(v, CMP(v, zero, _CMP_LT_OQ), zero); /* NaN and -0.0 stay */
+      if (clamp) v = clamp_vec(v, clamp);
       V spread = EXPAND(EVEN_LANES, v);
       STORE(to + 2 * t, keep, spread);
       if (mask)
@@ -404,7 +425,7 @@ static inline void store_steps(const T *from, T b, int relu, S *to, unsigned cha
 #endif
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b); /* (16 bits: rounded once, the bias included) */
-    if (relu) v = v < 0 ? 0 : v;
+    if (clamp) v = clamp_one(v, clamp);
     to[t * step] = ST(v);
     if (mask) mask[t * step] = v > 0;
   }
@@ -495,10 +516,10 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
         for (int i = 0; i < r->d_count; i++) {
           if (r->d_step[i] == 1)
-            store_run(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+            store_run(acc + r->d_start[i], b, f->clamp, base + r->d_first[i],
                       mask ? mask + r->d_first[i] : 0, r->d_len[i]);
           else
-            store_steps(acc + r->d_start[i], b, f->relu, base + r->d_first[i],
+            store_steps(acc + r->d_start[i], b, f->clamp, base + r->d_first[i],
                         mask ? mask + r->d_first[i] : 0, r->d_len[i], r->d_step[i]);
         }
       }
@@ -511,13 +532,13 @@ static void fwd_panels(void *ctx, long lo, long hi) {
 void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
-                  int relu, ember_pool pool, long group) {
+                  const double *clamp, ember_pool pool, long group) {
   long panels = (cols + NR - 1) / NR;
   int shared = pool && panels > 1 && m_panels * MR * k * cols > (1L << 20);
   /* (each thread gets whole groups where there are enough panels to go round) */
   long per_thread = group < 1 ? 1 : group;
-  struct fwd f = {x,    bias, wp,   out,  mask, src,  dst,      roff,       m_panels,
-                  k,    cols, cout, chan, grid, x_sample, out_sample, relu, per_thread};
+  struct fwd f = {x,    bias, wp,   out,  mask,     clamp,    src,        dst,       roff,
+                  m_panels, k, cols, cout, chan, grid, x_sample, out_sample, per_thread};
   if (shared) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
 }
@@ -528,12 +549,12 @@ void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned ch
    unpadded) and the weight packed into its own, as the caller of conv_forward does. args: x,
    w, bias, out, mask, xp (or 0), wp, src, dst, roff, then the copy (planes, rows and columns
    copied, the input's rows and columns, the padding before, the padded rows and columns), the
-   packing (cout, rows, panels), conv_forward's eight sizes, relu, the pool (or 0), the panel
-   group, whether the weight is the graph's constant, the weight packed last (0: none), then
-   the weight's gather (0: none; a strided input gradient's phase, kernels/cconv_phases.py):
-   its output channel's stride and a table of each row's offset, w's values read in place;
-   then the relayout copy's description (0: the padded copy; kernels/cconv_split.py,
-   kernels/cconv_side.py) */
+   packing (cout, rows, panels), conv_forward's eight sizes, the clamp (or 0), the pool (or 0),
+   the panel group, whether the weight is the graph's constant, the weight packed last (0:
+   none), then the weight's gather (0: none; a strided input gradient's phase,
+   kernels/cconv_phases.py): its output channel's stride and a table of each row's offset, w's
+   values read in place; then the relayout copy's description (0: the padded copy;
+   kernels/cconv_split.py, kernels/cconv_side.py) */
 /* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
    columns copied, the input's rows and columns, the padding before, the padded rows and
    columns */
@@ -593,7 +614,7 @@ void conv_forward_step(const long *a) {
   if (a[33]) ((long *)a)[34] = a[1];
   conv_forward(xp ? xp : x, wp, (const S *)a[2], (S *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
-               a[25], a[26], a[27], a[28], a[29], (int)a[30], (ember_pool)a[31], a[32]);
+               a[25], a[26], a[27], a[28], a[29], (const double *)a[30], (ember_pool)a[31], a[32]);
 }
 
 """

@@ -52,7 +52,8 @@ struct cwf {
   unsigned char *mask;
   const long *src, *dst, *roff; /* per position of one sample; per (channel, offset) row */
   long k, cols, cout, grid, x_sample, out_sample, chan;
-  int relu, pack;
+  const double *clamp; /* the epilogue's clamp (the column layout's `clamp_one`), or NULL */
+  int pack;
 };
 
 /* runs of one block of MR positions in the input: contiguous, or stepping evenly */
@@ -133,7 +134,7 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
       /* (16-bit storage: the bias added to the float32 sum, rounded once, as the column
          layout's store) */
       T v = RND(tile[i * NR + c] + (f->bias ? LD(f->bias[co]) : NO_BIAS));
-      if (f->relu) v = v < 0 ? 0 : v; /* NaN and -0.0 stay, like np.maximum */
+      if (f->clamp) v = clamp_one(v, f->clamp);
       o[co * f->chan] = ST(v);
       if (m) m[co * f->chan] = v > 0;
     }
@@ -200,8 +201,8 @@ static void cw_by_blocks(void *ctx, long lo, long hi) {
 /* the graph runner's step: args x, w, bias, out, mask, xp (or 0), wp (64-byte aligned),
    src, dst, roff, the copy into xp (conv_forward_step's nine), cout, rows, columns (samples x
    positions), positions per sample, the input's and the output's sample strides, the
-   output's channel stride, relu, the pool (or 0), threads, whether the weight is the graph's
-   constant, the weight packed last (0: none), whether threads share the position blocks
+   output's channel stride, the clamp (or 0), the pool (or 0), threads, whether the weight is
+   the graph's constant, the weight packed last (0: none), whether threads share the position blocks
    (else the channel panels) */
 void conv_forward_wide_step(const long *a) {
   const S *x = (const S *)a[0];
@@ -210,7 +211,7 @@ void conv_forward_wide_step(const long *a) {
   struct cwf f = {xp ? xp : x, (const S *)a[1], (const S *)a[2], (T *)a[6], (S *)a[3],
                   (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
                   (const long *)a[9], a[20], a[21], a[19], a[22], a[23], a[24], a[25],
-                  (int)a[26], !(a[29] && a[30] == a[1])};
+                  (const double *)a[26], !(a[29] && a[30] == a[1])};
   long panels = cw_panel_count(&f), blocks = cw_block_count(&f), threads = a[28];
   ember_pool pool = (ember_pool)a[27];
   int shared = pool && threads > 1 && f.cout * f.k * f.cols > (1L << 20);
@@ -290,7 +291,7 @@ def step_args(
     m: int,
     xp,
     copy,
-    relu: bool,
+    clamp: int,
     pool: int,
     threads: int,
     weight_constant: bool,
@@ -300,7 +301,7 @@ def step_args(
     one-group forward convolution: ``tables`` (src, dst, roff) of the unextended layout,
     ``grid`` positions per sample, ``plane`` elements of a padded input plane, ``m`` output
     positions per channel, ``xp`` the padded input's scratch (or None), ``copy`` its nine
-    copy sizes."""
+    copy sizes; ``clamp`` the address of the epilogue's clamp (`cconv.clamp_address`), or 0."""
     n, c = x_shape[:2]
     cout = w_shape[0]
     src, dst, roff = tables
@@ -310,5 +311,5 @@ def step_args(
     args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]
     by_blocks = _work(n * grid, cout, rows, threads, np.dtype(dtype).itemsize)[1]
-    args += [int(relu), pool, threads, int(weight_constant), 0, int(by_blocks)]
+    args += [clamp, pool, threads, int(weight_constant), 0, int(by_blocks)]
     return np.array(args, np.int64), wp

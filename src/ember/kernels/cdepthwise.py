@@ -31,7 +31,10 @@ planes are widened as they are framed, weights as they are read, each result rou
 it is stored (the input gradient of a channel multiplier above 1 adds its channels into the
 result: in 16 bits it would round each sum, so that one declines). The forward and the input
 gradient take an optional bias per channel, added to the float sums before the store (in half
-precision before its one rounding, as PyTorch's convolutions round).
+precision before its one rounding, as PyTorch's convolutions round). The forward also takes a
+clamp epilogue (a graph's ReLU, ReLU6 or hardtanh after the convolution: kernels/cclamp.py),
+applied to each plane (block of planes, in the channels-wide kernels) right after it is
+stored, while it is in cache, with the unfused op's bits.
 
 Planes too narrow for these row-wide loops (mostly remainder lanes: 7 or 14 wide) go to
 kernels/cdepthwise_wide.py's channels-wide kernels (multiplier 1, float32 and float64), which
@@ -50,6 +53,7 @@ import functools
 import numpy as np
 
 from . import cdepthwise_wide, chalf
+from .cclamp import clamp_address
 from .cdepthwise_source import SOURCE
 from .cstep import data_address
 
@@ -62,7 +66,7 @@ _P, _L = ctypes.c_void_p, ctypes.c_long
 # x, w, y, pool; N, Cin, M, H, W, OH, OW, PH, PW (lo padding), H-extent, W-extent of the frame;
 # then the bias (or None), or the weight gradient's count of blocks
 _ARGS = [_P, _P, _P, _P] + [_L] * 11
-_WEIGHT_TAIL = {"dw_weight_grad": _L}
+_WEIGHT_TAIL = {"dw_weight_grad": [_L], "dw_forward_clamp": [_P, _P]}
 # work (multiply-adds) below which a call stays on the calling thread
 _SERIAL_WORK = 1 << 15
 
@@ -98,10 +102,16 @@ def _functions(dtype: np.dtype, kernel: tuple, stride: tuple, dilation: tuple):
     if (dtype not in _C and dtype not in _HALF) or not ccompile.compiler_available():
         return None
     head = _head(dtype, kernel, stride, dilation)
-    names = ("dw_forward", "dw_input_grad_gather", "dw_input_grad_scatter", "dw_weight_grad")
+    names = (
+        "dw_forward",
+        "dw_forward_clamp",
+        "dw_input_grad_gather",
+        "dw_input_grad_scatter",
+        "dw_weight_grad",
+    )
     try:
         found = {
-            name: ccompile.load(head + SOURCE, name, _ARGS + [_WEIGHT_TAIL.get(name, _P)])
+            name: ccompile.load(head + SOURCE, name, _ARGS + _WEIGHT_TAIL.get(name, [_P]))
             for name in names
         }
     except ccompile.CompileError:
@@ -170,10 +180,11 @@ def _bias(bias, dtype):
     return None if bias is None else np.ascontiguousarray(bias, dtype)
 
 
-def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
+def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None, clamp=None):
     """The depthwise ``conv(x, w)`` (+ ``bias`` per output channel, added to the float sums
-    before the one rounding of half precision) of plan ``p``, or None where it does not
-    apply."""
+    before the one rounding of half precision) (then clamped: ``clamp`` as
+    kernels/cclamp.py's `clamp_address` takes it, applied to each plane as it is stored) of
+    plan ``p``, or None where it does not apply."""
     g = _geometry(x, w, p, groups, x.shape[1], w.shape)
     if g is None:
         return None
@@ -188,10 +199,12 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     counted = _wide("forward", m, geometry, n, cin, in_size, out_size, (fh, fw), lo[0])
 
     def wide():
-        return cdepthwise_wide.forward(x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias)
+        return cdepthwise_wide.forward(
+            x, w, y, geometry, in_size, out_size, lo, (fh, fw), bias, clamp_address(clamp, x.dtype)
+        )
 
     def rows():
-        fns["dw_forward"](
+        fns["dw_forward_clamp"](
             data_address(x),
             data_address(w),
             data_address(y),
@@ -205,6 +218,7 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
             fh,
             fw,
             None if bias is None else data_address(bias),
+            clamp_address(clamp, x.dtype) or None,
         )
 
     key = ("forward", x.shape, w.shape, geometry, lo, bias is None)
@@ -214,10 +228,12 @@ def conv_forward(x: np.ndarray, w: np.ndarray, p, groups: int, bias=None):
     return y
 
 
-def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bool = False):
+def forward_step(
+    x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bool = False, clamp=None
+):  # fmt: skip
     """The graph runner's step of a 2-d depthwise forward convolution (slots: x 0, w 1, the
-    result 2, and the node's operand 2, its bias, where ``bias``), or None where
-    `conv_forward` would not run."""
+    result 2, and the node's operand 2, its bias, where ``bias``; then clamped, ``clamp`` as
+    for `conv_forward`), or None where `conv_forward` would not run."""
     from . import ccompile
     from .cstep import CStep, function_address
 
@@ -248,6 +264,7 @@ def forward_step(x_shape: tuple, w_shape: tuple, p, groups: int, dtype, bias: bo
         step = ccompile.load(source, name, [_P])
     except ccompile.CompileError:
         return None
+    args.append(clamp_address(clamp, dtype))  # (the last slot of both steps)
     slots = [(0, "in", 0), (1, "in", 1), (2, "out", 0)] + [(bias_slot, "in", 2)] * bias
     return CStep(function_address(step), np.array(args, np.int64), slots, (step,))
 

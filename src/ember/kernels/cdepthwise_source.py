@@ -21,7 +21,24 @@ struct job {
   const S *a; const S *w; S *out;
   long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
   const S *bias; /* (forward, input gradient) one per output channel, or 0 */
+  const double *clamp; /* (forward) the epilogue's clamp, or 0 (see clamp_plane) */
 };
+
+/* the epilogue's clamp (lo, hi, whether lo and hi take ties: ops/_rules.py's Clamp) over a
+   plane just stored, in place while it is in cache; each bound compared ordered, so NaN stays,
+   as the unfused op (kernels/cconv_source.py's clamp_one); half precision clamps the rounded
+   values, as the unfused op reads them (the bounds are 16-bit values: stored exactly) */
+static void clamp_plane(S *y, long count, const double *c) {
+  const T lo = (T)c[0], hi = (T)c[1];
+  const int lo_ties = c[2] != 0, hi_ties = c[3] != 0;
+#pragma omp simd
+  for (long i = 0; i < count; i++) {
+    T v = LD(y[i]);
+    if (lo_ties ? v <= lo : v < lo) v = lo;
+    if (hi_ties ? v >= hi : v > hi) v = hi;
+    y[i] = ST(v);
+  }
+}
 /* the bias of channel c as the stores add it to the float sums: -0.0, the identity, if none
    (half precision: added before the one rounding, as PyTorch's convolutions round) */
 #define BIAS(j, c) ((j)->bias ? LD((j)->bias[c]) : (T)-0.0)
@@ -158,6 +175,7 @@ static void forward_planes(void *job_, long lo, long hi) {
     const T b = BIAS(j, co);
     if (FLAT(OW, fw)) {  /* (stride 1 only: the pitch is fw) */
       flat_taps(frame, fw, OH, OW, wk, ext, y, 0, b);
+      if (j->clamp) clamp_plane(y, OH * OW, j->clamp);
       continue;
     }
     for (long oh = 0; oh < OH; oh++) {
@@ -174,6 +192,7 @@ static void forward_planes(void *job_, long lo, long hi) {
         yr[ow] = ST(s + b);
       }
     }
+    if (j->clamp) clamp_plane(y, OH * OW, j->clamp);
   }
   free(frame);
 }
@@ -332,15 +351,23 @@ static void run(ember_task task, struct job *j, long count, long work, ember_poo
   void name(const S *a, const S *w, S *out, ember_pool pool, long n, long cin, long m,      \
             long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,         \
             const S *bias) {                                                                \
-    struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0, bias};          \
+    struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0, bias, 0};       \
     run(task, &j, count, work, pool);                                                      \
   }
 ENTRY(dw_forward, forward_planes, n * cin * m, n * cin * m * oh * ow * KK)
+/* dw_forward with the epilogue's clamp (or 0) */
+void dw_forward_clamp(const S *a, const S *w, S *out, ember_pool pool, long n, long cin, long m,
+                      long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,
+                      const S *bias, const double *clamp) {
+  struct job j = {a, w, out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, 0, bias, clamp};
+  run(forward_planes, &j, n * cin * m, n * cin * m * oh * ow * KK, pool);
+}
 /* the graph runner's step (runtime/cgraph.py): args x, w, out, the pool (or 0), then
-   dw_forward's eleven sizes, then the bias (or 0) */
+   dw_forward's eleven sizes, then the bias (or 0), the clamp (or 0) */
 void dw_forward_step(const long *a) {
-  dw_forward((const S *)a[0], (const S *)a[1], (S *)a[2], (ember_pool)a[3], a[4], a[5], a[6],
-             a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], (const S *)a[15]);
+  dw_forward_clamp((const S *)a[0], (const S *)a[1], (S *)a[2], (ember_pool)a[3], a[4], a[5],
+                   a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], (const S *)a[15],
+                   (const double *)a[16]);
 }
 ENTRY(dw_input_grad_gather, input_grad_gather, n * cin, n * cin * m * h * w_ * KK)
 ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow * KK)
@@ -348,7 +375,7 @@ ENTRY(dw_input_grad_scatter, input_grad_scatter, n * cin, n * cin * m * oh * ow 
 void dw_weight_grad(const S *x, const S *g, double *out, ember_pool pool, long n, long cin,
                     long m, long h, long w_, long oh, long ow, long ph, long pw, long fh, long fw,
                     long blocks) {
-  struct job j = {x, g, (S *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks, 0};
+  struct job j = {x, g, (S *)out, n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks, 0, 0};
   run(weight_grad_blocks, &j, blocks, n * cin * m * oh * ow * KK, pool);
 }
 """

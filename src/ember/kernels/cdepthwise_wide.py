@@ -30,7 +30,12 @@ _C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _P, _L = ctypes.c_void_p, ctypes.c_long
 # a, w, out, pool; n, c, ih, iw, oh, ow, r0, c0, fh, fw; bias, flip
 _ARGS = [_P, _P, _P, _P] + [_L] * 10 + [_P, _L]
-_ENTRIES = ("dw_wide_forward", "dw_wide_input_scatter", "dw_wide_weight_grad")
+_ENTRIES = (
+    "dw_wide_forward",
+    "dw_wide_forward_clamp",
+    "dw_wide_input_scatter",
+    "dw_wide_weight_grad",
+)
 # work (multiply-adds) below which a call stays on the calling thread (kernels/cdepthwise.py's)
 _SERIAL_WORK = 1 << 15
 
@@ -214,12 +219,13 @@ def _call(name, a, w, out, geometry, sizes, bias=None, flip=0) -> bool:
     return not failed
 
 
-def forward(x, w, y, geometry, in_size, out_size, lo, frame, bias=None) -> bool:
+def forward(x, w, y, geometry, in_size, out_size, lo, frame, bias=None, clamp: int = 0) -> bool:
     """y = the depthwise forward of x (n, c, *in_size) by w (c, 1, *kernel), multiplier 1,
-    the input framed at ``lo`` in ``frame``; False where it did not run."""
+    the input framed at ``lo`` in ``frame``, then clamped where ``clamp`` (the address of
+    kernels/cclamp.py's block) is not 0; False where it did not run."""
     n, c = x.shape[:2]
     sizes = (n, c, *in_size, *out_size, *lo, *frame)
-    return _call("dw_wide_forward", x, w, y, geometry, sizes, bias)
+    return _call("dw_wide_forward_clamp", x, w, y, geometry, sizes, bias, flip=clamp)
 
 
 def input_grad(gy, w, gx, geometry, in_size, out_size, lo, frame, gather: bool, bias=None):

@@ -151,7 +151,23 @@ struct job {
   T *out;
   long n, c, ih, iw, oh, ow, r0, c0, fh, fw, flip;
   int failed;
+  const double *clamp; /* (forward) the epilogue's clamp, or 0 (see clamp_values) */
 };
+
+/* the epilogue's clamp (lo, hi, whether lo and hi take ties: ops/_rules.py's Clamp) of a
+   block's outputs before they are transposed out; compared ordered, so NaN stays, as the
+   unfused op (kernels/cconv_source.py's clamp_one) */
+static inline void clamp_values(T *v, long count, const double *c) {
+  const T lo = (T)c[0], hi = (T)c[1];
+  const int lo_ties = c[2] != 0, hi_ties = c[3] != 0;
+#pragma omp simd
+  for (long i = 0; i < count; i++) {
+    T x = v[i];
+    if (lo_ties ? x <= lo : x < lo) x = lo;
+    if (hi_ties ? x >= hi : x > hi) x = hi;
+    v[i] = x;
+  }
+}
 
 #if !HALF /* (16-bit operands: their forward and input gradient run the row-wide kernels)*/
 /* the block's weights (channels c0..c0+cv of w, KK taps each) as KK vectors, taps reversed
@@ -263,6 +279,7 @@ static void forward_blocks(void *job_, long lo, long hi) {
       }
       fwd_row(F + oh * SH * fw, fw, wk, O + oh * OW, OW, b, kh0, kh1, col0, col1);
     }
+    if (j->clamp) clamp_values((T *)O, OH * OW * V, j->clamp);
     from_block(O, OH * OW, cv, j->out + (n * j->c + c0) * OH * OW, OH * OW);
   }
   free(F);
@@ -410,11 +427,20 @@ int dw_wide_forward(const T *x, const T *w, T *out, ember_pool pool, long n, lon
   struct job j = {x, w, bias, out, n, c, ih, iw, oh, ow, r0, c0, fh, fw, flip, 0};
   return run(forward_blocks, &j, n * ((c + V - 1) / V), n * c * oh * ow * KK, pool);
 }
+/* dw_wide_forward (no flip) with the epilogue's clamp: its address, or 0 */
+int dw_wide_forward_clamp(const T *x, const T *w, T *out, ember_pool pool, long n, long c,
+                          long ih, long iw, long oh, long ow, long r0, long c0, long fh, long fw,
+                          const T *bias, long clamp) {
+  struct job j = {x, w, bias, out, n, c, ih, iw, oh, ow, r0, c0, fh, fw, 0, 0,
+                  (const double *)clamp};
+  return run(forward_blocks, &j, n * ((c + V - 1) / V), n * c * oh * ow * KK, pool);
+}
 /* the graph runner's step (runtime/cgraph.py): x, w, out, pool, then dw_wide_forward's ten
-   sizes, the bias (or 0) and flip */
+   sizes, the bias (or 0), flip (0) and the clamp (or 0) */
 void dw_wide_forward_step(const long *a) {
-  dw_wide_forward((const T *)a[0], (const T *)a[1], (T *)a[2], (ember_pool)a[3], a[4], a[5],
-                  a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], (const T *)a[14], a[15]);
+  dw_wide_forward_clamp((const T *)a[0], (const T *)a[1], (T *)a[2], (ember_pool)a[3], a[4],
+                        a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
+                        (const T *)a[14], a[16]);
 }
 /* gy (n, c, oh, ow) into gx (n, c, ih, iw): the frame fh x fw cropped at (ph, pw) */
 int dw_wide_input_scatter(const T *gy, const T *w, T *gx, ember_pool pool, long n, long c,

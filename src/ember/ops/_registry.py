@@ -92,6 +92,7 @@ class OpDef:
     c: str | None = None
     reduction: Any = None  # ReductionRule
     epilogue: Any = None  # EpilogueRule
+    clamp: Callable[..., Any] | None = None  # (attrs, constants) -> Clamp | None
     fused: Any = None  # FusedRule
     unroll: Callable[..., Any] | None = None
     compile: Callable[..., Any] | None = None

@@ -36,6 +36,11 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
   (kernels/cfuse.py, kernels/creduce.py) write its accumulation from the rule.
 * ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue, and how the
   fused node runs (transforms/epilogue.py, ops/fused.py's ``fused_epilogue``).
+* ``clamp(attrs, constants) -> Clamp | None``: the call bounds its one data operand into an
+  interval, the rest of its operands constants (``constants``: per operand its number, None for
+  the data), and how it treats a value equal to a bound (the sign of a zero) and NaN (kept):
+  relu, hardtanh, maximum and minimum with a constant. A convolution's store applies it in
+  its epilogue (ops/conv_epilogue.py) with the op's own bits.
 * ``fused``: a `FusedRule`: the op is a group of other ops run as one; what the tools show of it
   (graph/dot.py, tools/viz.py, profiler/) and what its cost counts.
 
@@ -158,6 +163,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Autocast",
     "ChannelWeights",
+    "Clamp",
     "Complex",
     "Effect",
     "EpilogueRule",
@@ -332,6 +338,18 @@ class ReductionRule(NamedTuple):
     wide: bool = False
 
 
+class Clamp(NamedTuple):
+    """What a ``clamp`` rule says of a call: its result is its data operand ``x`` bounded
+    below by ``lo`` and above by ``hi`` (-inf, inf: no bound; NaN kept). ``lo_ties``: where
+    ``x == lo`` the result is ``lo`` itself (``maximum(x, 0.0)`` of -0.0 is 0.0) rather than
+    ``x`` (hardtanh keeps -0.0); ``hi_ties`` likewise."""
+
+    lo: float
+    hi: float
+    lo_ties: bool = False
+    hi_ties: bool = False
+
+
 class EpilogueRule(NamedTuple):
     """The op's result may take an elementwise epilogue: the op (the *producer*) and its one
     elementwise reader become one ``fused_epilogue`` node (transforms/epilogue.py), which runs
@@ -346,13 +364,18 @@ class EpilogueRule(NamedTuple):
       input (``slot``) that is the producer's result;
     * ``compile(node) -> fn | None``: the fused node's implementation ``fn(*arrays, out=None)
       -> tuple`` (kernels/), None where it cannot run it (the reference kernel then runs);
-    * ``c_step(node) -> CStep | None``: the fused node as a step of the C graph runner.
+    * ``c_step(node) -> CStep | None``: the fused node as a step of the C graph runner;
+    * ``bias_operand(node) -> bool``: a per-channel shift folded into this call
+      (transforms/fold_affine.py) had better be the bias operand its ``channel_fold`` rule
+      offers than an add for the epilogue: its kernel adds one as it stores, which needs no
+      fusion (a depthwise convolution's).
     """
 
     accepts: Callable[[Any], bool]
     takes: Callable[..., bool]
     compile: Callable[[Any], Any]
     c_step: Callable[[Any], Any] | None = None
+    bias_operand: Callable[[Any], bool] | None = None
 
 
 class Producer(NamedTuple):

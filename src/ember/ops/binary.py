@@ -21,7 +21,7 @@ from . import _onnx_elementwise as ox
 from . import api as E
 from ._created_nan import positive_created_nan
 from ._registry import OpDef, apply, constant, export, register
-from ._rules import Complex, Identity
+from ._rules import Clamp, Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace, _is_tensor, promote, scalar_array
 
@@ -64,6 +64,7 @@ def _binary(
     onnx=None,
     complex=None,
     grad_fn=None,
+    clamp=None,
 ):
     """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
@@ -86,6 +87,7 @@ def _binary(
             onnx=onnx,
             complex=complex,
             grad_fn=grad_fn,
+            clamp=clamp,
         )
     )
 
@@ -436,12 +438,34 @@ _binary(
     onnx=_onnx.composite(ox.onnx_pow),
     complex=Complex.GRADIENT,
 )
+
+
 # NumPy propagates a NaN from either side, and of two equal values (-0.0 and 0.0) keeps the
 # second
+def _bound_rule(lower: bool):
+    """The ``clamp`` rule of maximum (``lower``) and minimum with one constant operand: the
+    C expression gives its second operand where the two compare equal, so a constant second
+    bound takes ties, a constant first one leaves them to x."""
+    inf = float("inf")
+
+    def rule(attrs, constants):
+        if len(constants) != 2 or (constants[0] is None) == (constants[1] is None):
+            return None
+        bound = constants[1] if constants[0] is None else constants[0]
+        if not isinstance(bound, (int, float)) or isinstance(bound, bool) or bound != bound:
+            return None
+        ties = constants[1] is not None
+        bound = float(bound)
+        return Clamp(bound, inf, ties, False) if lower else Clamp(-inf, bound, False, ties)
+
+    return rule
+
+
 _binary(
     "maximum",
     np.maximum,
     _minmax_vjp(lambda x, y: x > y),
+    clamp=_bound_rule(lower=True),
     c="((({0} > {1}) | ({0} != {0})) ? {0} : {1})",
     onnx=ox.onnx_extreme("Max", "Or"),
     doc="Elementwise maximum, NaN propagating, with broadcasting and type promotion; y may be a "
@@ -455,4 +479,5 @@ _binary(
     "Python scalar (a weak operand; torch.minimum takes tensors only).",
     c="((({0} < {1}) | ({0} != {0})) ? {0} : {1})",
     onnx=ox.onnx_extreme("Min", "And"),
+    clamp=_bound_rule(lower=False),
 )

@@ -341,8 +341,8 @@ def _conv_channel_fold(in_types, attrs):
     bias operand, or is added after (the epilogue pass stores it with the convolution). A
     float32/float64 depthwise convolution gains the bias operand instead: its own kernel
     (kernels/cdepthwise.py) adds a bias to its sums as it stores them, the same sum the add
-    would compute, and the epilogue pass leaves depthwise convolutions alone (an imported
-    MobileNet's batch norms would otherwise each cost a pass of its own)."""
+    would compute, fused with a clamp after it or not (an imported MobileNet's batch norms
+    would otherwise each cost a pass of its own where the epilogue pass cannot fuse)."""
     slot = _bias_slot(in_types)
     if slot is None and _depthwise_gains_bias(in_types, attrs):
         slot = 2

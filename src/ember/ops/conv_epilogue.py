@@ -1,18 +1,19 @@
 """The forward convolution's epilogue: what of the elementwise ops on a convolution's result
 its C kernel stores tile by tile (kernels/cconv.py, kernels/cconv_epilogue.py): a per-channel
-bias, a ReLU and the ReLU's gradient mask. The C store adds a half-precision bias to the
-float32 sums before the one rounding (the convolution's own bias operand: PyTorch's
-arithmetic), so a separate half-precision ``add`` of a bias, which rounds the convolution's
-result first, stays a separate node; a convolution with its own bias operand takes a ReLU and
-its mask. `epilogue_spec` reads a fused program into the
-store's `Spec`; `rule` is the ``conv`` op's `EpilogueRule` (ops/conv.py)."""
+bias, a clamp (the ops whose ``clamp`` rule bounds the value: ReLU, hardtanh and so ReLU6,
+maximum and minimum with constants, ONNX's Clip as imported), and the ReLU's gradient mask.
+The C store adds a half-precision bias to the float32 sums before the one rounding (the
+convolution's own bias operand: PyTorch's arithmetic), so a separate half-precision ``add`` of
+a bias, which rounds the convolution's result first, stays a separate node; a convolution with
+its own bias operand takes a clamp and its mask. `epilogue_spec` reads a fused program into
+the store's `Spec`; `rule` is the ``conv`` op's `EpilogueRule` (ops/conv.py)."""
 
 from __future__ import annotations
 
 from .. import dtypes as dt
 from ..kernels.cconv_epilogue import Spec
 from ._registry import REGISTRY
-from ._rules import EpilogueRule
+from ._rules import Clamp, EpilogueRule
 from .program import Input, Temp
 
 __all__ = ["epilogue_spec", "rule"]
@@ -29,19 +30,60 @@ def _per_channel(t, result) -> bool:
     )
 
 
+def _clamp_of(instr, sources):
+    """The `Clamp` of ``instr`` (its op's ``clamp`` rule) when it bounds one value of the
+    chain (its other operands constants), else None."""
+    if instr.op.clamp is None:
+        return None
+    data = [s for s in sources if not (isinstance(s, tuple) and s[0] == "k")]
+    if len(data) != 1:
+        return None
+    constants = tuple(s[1] if isinstance(s, tuple) and s[0] == "k" else None for s in sources)
+    return instr.op.clamp(dict(instr.attrs), constants)
+
+
+def _joined(clamp, more):
+    """One clamp doing ``clamp`` then ``more`` (None where no one store does): at most one
+    lower and one upper bound in all, the lower strictly below the upper, so that NaN, the
+    order of the bounds and ties come out as the ops one by one."""
+    inf = float("inf")
+    if clamp is None:
+        clamp = Clamp(-inf, inf)
+    lo, lo_ties = (more.lo, more.lo_ties) if more.lo != -inf else (clamp.lo, clamp.lo_ties)
+    hi, hi_ties = (more.hi, more.hi_ties) if more.hi != inf else (clamp.hi, clamp.hi_ties)
+    if (more.lo != -inf and clamp.lo != -inf) or (more.hi != inf and clamp.hi != inf):
+        return None
+    if not lo < hi:
+        return None
+    return Clamp(lo, hi, lo_ties, hi_ties)
+
+
+def _chained(source) -> bool:
+    """Whether ``source`` is a value of the store's chain: the sum, the biased sum, a clamp."""
+    return source in ("conv", "pre") or (isinstance(source, tuple) and source[0] == "act")
+
+
+def _mask_agrees(clamp) -> bool:
+    """Whether ``clamped > 0`` is ``value > 0`` for every value (NaN: both false): a lower
+    bound of zero and a positive upper one (ReLU, ReLU6)."""
+    return clamp is None or (clamp.lo == 0 and clamp.hi > 0)
+
+
 def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec | None:
     """What the C store must do for this epilogue program, or None when it cannot: an optional
-    ``add`` of the result and a per-channel bias, an optional ``relu``, an optional ``gt(value,
-    0)`` (the mask), with one float output (the last value) and at most one mask.
+    ``add`` of the result and a per-channel bias, then a chain of ops whose ``clamp`` rule
+    bounds the value (relu; maximum, minimum with constants: ReLU6 as ONNX's Clip writes it;
+    hardtanh), an optional ``gt(value, 0)`` (the mask), with one float output (the chain's
+    last value) and at most one mask.
 
     ``operand_types``: the program's input types, the conv result's type at ``slot``."""
-    add, relu_op, gt = REGISTRY["add"], REGISTRY["relu"], REGISTRY["gt"]
-    kinds: list[str] = []  # per program result: "pre" (after the bias), "act", "mask"
+    add, gt = REGISTRY["add"], REGISTRY["gt"]
+    kinds: list = []  # per program result: "pre" (after the bias), ("act", n): n-th clamp, "mask"
     bias = None
-    relu = False
+    clamp = None
+    clamps = 0
+    masked = []  # what each mask reads
     for instr in program:
-        if instr.attrs:
-            return None
         sources = []
         for ref in instr.operands:
             if isinstance(ref, Input):
@@ -50,7 +92,19 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
                 sources.append(kinds[ref.index])
             else:
                 sources.append(("k", ref.value))
-        if instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
+        bound = _clamp_of(instr, sources)
+        latest = ("act", clamps) if clamps else ("pre" if bias is not None else "conv")
+        if bound is not None:
+            if latest not in sources:  # (the chain's last value, nothing earlier)
+                return None
+            clamp = _joined(clamp, bound)
+            if clamp is None:
+                return None
+            clamps += 1
+            kinds.append(("act", clamps))
+        elif instr.attrs:
+            return None
+        elif instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
             if result.dtype in (dt.float16, dt.bfloat16):
                 return None  # (rounded twice: the store rounds the sum with its bias once)
             other = sources[1 - sources.index("conv")]
@@ -60,30 +114,27 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
                 return None
             bias = other[1]
             kinds.append("pre")
-        elif instr.op is relu_op and not relu and sources[0] in ("conv", "pre") and len(kinds) < 2:
-            if sources[0] == "conv" and bias is not None:
-                return None
-            relu = True
-            kinds.append("act")
-        elif instr.op is gt and sources[1] == ("k", 0.0) and sources[0] in ("conv", "pre", "act"):
+        elif instr.op is gt and sources[1] == ("k", 0.0) and _chained(sources[0]):
             if sources[0] == "conv" and bias is not None:
                 return None  # the mask of the value before the bias: not what the store has
+            masked.append(sources[0])
             kinds.append("mask")
         else:
             return None
+    final = ("act", clamps) if clamps else ("pre" if bias is not None else "conv")
+    if any(read != final and not _mask_agrees(clamp) for read in masked):
+        return None  # (the store's mask is of the clamped value)
     value = mask = None
     for position, j in enumerate(outputs):
         kind = kinds[j]
         dtype = dt.as_dtype(out_types[position][1])
         if kind == "mask" and mask is None and dtype is dt.bool_:
             mask = position
-        elif kind in ("pre", "act") and value is None and dtype == result.dtype:
-            if relu != (kind == "act"):
-                return None  # (the value before the ReLU and the ReLU both wanted)
+        elif kind == final and value is None and dtype == result.dtype:
             value = position
         else:
-            return None
-    return Spec(bias, relu, value, mask)
+            return None  # (a value before the clamp and the clamped one both wanted)
+    return Spec(bias, None if clamp is None else tuple(clamp), value, mask)
 
 
 def _epilogue_plan(node, conv_infer, compiled):
@@ -106,11 +157,29 @@ def _epilogue_plan(node, conv_infer, compiled):
     return None if plan is None else (plan, producer_attrs, result)
 
 
+def _depthwise(node) -> bool:
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = (v.type for v in node.inputs[:2])
+    return multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None
+
+
 def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
     result = node.outputs[0].type
     spec = epilogue_spec(program, outputs, out_types, in_types, slot, result)
-    # (a convolution with its own bias operand: the store adds no second one)
-    return spec is not None and (len(node.inputs) == 2 or spec.bias is None)
+    if spec is None or (len(node.inputs) > 2 and spec.bias is not None):
+        return False  # (a convolution with its own bias operand: the store adds no second one)
+    # the depthwise kernels store the value (biased, clamped), no mask
+    return not _depthwise(node) or (spec.mask is None and spec.value is not None)
+
+
+def _depthwise_producer(node) -> bool:
+    """Whether the ``fused_epilogue`` node's convolution is depthwise."""
+    from ..kernels.cdepthwise import multiplier
+
+    x, w = (v.type for v in node.inputs[:2])
+    groups = dict(node.attrs["producer_attrs"])["groups"]
+    return multiplier(x.shape[1], tuple(w.shape), groups) is not None
 
 
 def rule(conv_infer, compiled) -> EpilogueRule:
@@ -124,23 +193,31 @@ def rule(conv_infer, compiled) -> EpilogueRule:
         from ..kernels import cconv_epilogue
 
         found = plan(node)
-        return None if found is None else cconv_epilogue.build(node, *found)
+        if found is None:
+            return None
+        return cconv_epilogue.build(node, *found, depthwise=_depthwise_producer(node))
 
     def c_step(node):
         from ..kernels import cconv_epilogue
 
         found = plan(node)
-        return None if found is None else cconv_epilogue.c_step(node, *found[:2])
+        if found is None:
+            return None
+        if _depthwise_producer(node):
+            return cconv_epilogue.depthwise_c_step(node, *found[:2])
+        return cconv_epilogue.c_step(node, *found[:2])
 
     def accepts(node) -> bool:
-        """The C store runs in kernels/cconv.py's kernels: not for a depthwise convolution,
-        whose own kernel (kernels/cdepthwise.py) is faster than the grouped GEMM with its
-        epilogue."""
-        from ..kernels.cdepthwise import multiplier
-
-        x, w = (v.type for v in node.inputs[:2])
-        if multiplier(x.shape[1], tuple(w.shape), node.attrs["groups"]) is not None:
+        """The C store runs in kernels/cconv.py's kernels, or a depthwise convolution's in its
+        own (kernels/cdepthwise.py: 2-d; faster than the grouped GEMM)."""
+        if _depthwise(node) and len(node.inputs[0].shape) != 4:
             return False
         return compiled().available(node.outputs[0].dtype.np)
 
-    return EpilogueRule(accepts=accepts, takes=_epilogue_takes, compile=compile_, c_step=c_step)
+    return EpilogueRule(
+        accepts=accepts,
+        takes=_epilogue_takes,
+        compile=compile_,
+        c_step=c_step,
+        bias_operand=_depthwise,  # (its kernels add a bias operand as they store, fused or not)
+    )

@@ -34,7 +34,7 @@ from ._registry import (
     is_traced,
     register,
 )
-from ._rules import Complex
+from ._rules import Clamp, Complex
 from ._select import select_bits
 from ._util import (
     elementwise_cost,
@@ -173,6 +173,7 @@ def _unary(
     real_result=False,
     float8=False,
     grad_fn=None,
+    clamp=None,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
@@ -198,6 +199,7 @@ def _unary(
             complex=complex,
             float8=float8,
             grad_fn=grad_fn,
+            clamp=clamp,
         )
     )
 
@@ -533,6 +535,8 @@ _unary(
     # np.maximum(x, 0): NaN stays, a tie (-0.0) gives the second operand, 0.0
     c="((({0} > 0) | ({0} != {0})) ? {0} : ({T})0)",
     onnx=_onnx.composite(ox.onnx_relu),
+    # (the expression's: NaN kept, -0.0 becomes 0.0)
+    clamp=lambda attrs, constants: Clamp(0.0, float("inf"), True, False),
 )
 _unary(
     "erf",

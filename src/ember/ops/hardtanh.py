@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import EmberError
 from ..types import TensorType
 from ._registry import OpDef, apply, register
+from ._rules import Clamp
 from ._select import select_bits
 from ._util import elementwise_cost, numel, require_float, same_type, zero_input_grad
 
@@ -98,6 +99,12 @@ HARDTANH_BACKWARD = register(
 )
 
 
+def _clamp_rule(attrs, constants):
+    # the expression's order (lo tested first) is a clamp's only where lo <= hi; ties keep x
+    lo, hi = float(attrs["lo"]), float(attrs["hi"])
+    return Clamp(lo, hi) if lo <= hi else None
+
+
 def _onnx_hardtanh(e):
     dtype = e.in_types[0].dtype
     bounds = [e.scalar(e.attrs[k], dtype) for k in ("lo", "hi")]
@@ -117,6 +124,7 @@ HARDTANH = register(
         cost=elementwise_cost(2),
         # NaN stays NaN (both comparisons false), as np.clip's
         c="({0} < {lo} ? {lo} : ({0} > {hi} ? {hi} : {0}))",
+        clamp=_clamp_rule,
         doc="hardtanh(x; lo, hi): x clamped into [lo, hi] (gradient zero at the bounds)",
     )
 )

@@ -9,7 +9,8 @@ blocks of rows, each block's epilogue right after it, and writes the epilogue's 
 over the matmul's own result: one full-size array fewer. (The gain is small here: BLAS through
 NumPy takes no epilogue of its own; see kernels/cepilogue.py for the measurements.)
 A convolution's epilogue is stored by its C kernel tile by tile (kernels/cconv_epilogue.py):
-a per-channel bias, a ReLU and the ReLU's gradient mask; other programs are not fused onto it.
+a per-channel bias, a clamp (an op's ``clamp`` rule: ReLU, ReLU6, hardtanh, Clip's maximum and
+minimum) and the ReLU's gradient mask; other programs are not fused onto it.
 The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
 ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpooling.py).
 

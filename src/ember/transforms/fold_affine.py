@@ -81,9 +81,9 @@ def _has_bias(producer) -> bool:
 def _gains_bias(producer) -> bool:
     """Whether the shift goes into a bias operand the call gains rather than an add after
     it: where the producer's rule offers one (a depthwise convolution, a linear layer) and
-    its epilogue rule would not take the add (a depthwise convolution's own kernel adds the
-    bias; a linear layer's add stays for the epilogue pass, as its product's kernel with a
-    bias operand is another one)."""
+    its epilogue rule would not take the add or would rather have the operand (a depthwise
+    convolution's own kernel adds the bias, fused or not; a linear layer's add stays for the
+    epilogue pass, as its product's kernel with a bias operand is another one)."""
     rule = producer.op.channel_fold
     if rule is None:
         return False
@@ -91,7 +91,9 @@ def _gains_bias(producer) -> bool:
     if weights is None or weights.bias != len(producer.inputs):
         return False
     epilogue = producer.op.epilogue
-    return epilogue is None or not epilogue.accepts(producer)
+    if epilogue is None or not epilogue.accepts(producer):
+        return True
+    return epilogue.bias_operand is not None and epilogue.bias_operand(producer)
 
 
 def fold_channel_affines(graph: Graph) -> tuple[Graph, bool]:
