@@ -223,6 +223,10 @@ _SELECT = register(
 
 def _selected(kind, x, dim, keepdim):
     x = to_tensor(x)
+    if kind in _SCANS and x.ndim and 0 in tuple(x.shape) and isinstance(dim, int):
+        # PyTorch returns an empty tensor's running maxima/minima before it reads the dim,
+        # so even an out-of-range one is accepted: every axis gives the same empty result
+        dim = 0
     axis = normalize_axis(kind, dim, max(x.ndim, 1))  # (PyTorch checks the dim first)
     if x.ndim and x.shape[axis] == 0 and kind not in _SCANS:  # (then its size: before dtypes)
         raise AxisError(
