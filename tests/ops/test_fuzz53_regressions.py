@@ -24,3 +24,71 @@ def test_running_extrema_of_an_empty_tensor_ignore_the_dim(name, dim):
         with pytest.raises(IndexError):
             getattr(T, name)(T.ones(()), dim)
     np.testing.assert_array_equal(e.indices.numpy(), t.indices.numpy())
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "nansum", "cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "bool", "int64", "float16"])
+def test_reduction_dtype_argument_is_the_result_dtype(name, dtype):
+    # a narrower integer dtype= wraps; bool is the OR/AND of the truths (scans have no bool
+    # kernel and raise NotImplementedError)
+    def run(T):
+        x = T.tensor([[100, 100, 3], [-7, 0, 120]], dtype=T.int16)
+        return getattr(T, name)(x, 1, dtype=getattr(T, dtype))
+
+    if name.startswith("cum") and dtype == "bool":
+        for T in (torch, ember):
+            with pytest.raises(NotImplementedError):
+                run(T)
+        return
+    t, e = _both(run)
+    assert str(e.dtype).rsplit(".")[-1] == str(t.dtype).rsplit(".")[-1]
+    np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "nansum", "cumsum", "cumprod"])
+def test_integer_result_of_a_tensor_requiring_grad_is_refused(name):
+    for T in (torch, ember):
+        x = T.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError):
+            getattr(T, name)(x, 0, dtype=T.int32)
+        with T.no_grad():
+            assert getattr(T, name)(x, 0, dtype=T.int32).dtype == T.int32
+    with pytest.raises(NotImplementedError):
+        ember.nansum(ember.ones(2), dtype=ember.complex64)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int8"])
+@pytest.mark.parametrize("value", [2**31, 300, -129, 2**63 - 1])
+def test_inplace_integer_scalar_out_of_range_wraps(dtype, value):
+    # PyTorch wraps the Python int to the tensor's dtype; NumPy's in-place ufunc refused it
+    def run(T):
+        x = T.tensor([1, 2, 100], dtype=getattr(T, dtype))
+        x -= value
+        x.add_(value).mul_(value)
+        return x
+
+    t, e = _both(run)
+    assert e.tolist() == t.tolist()
+
+
+@pytest.mark.parametrize("name", ["all", "any"])
+def test_all_any_of_uint8_stay_uint8(name):
+    for call in (lambda T, x: getattr(T, name)(x), lambda T, x: getattr(x, name)(1, keepdim=True)):
+        t, e = _both(lambda T: call(T, T.tensor([[3, 0], [1, 1]], dtype=T.uint8)))
+        assert str(e.dtype) == "ember.uint8" and t.dtype == torch.uint8
+        assert e.tolist() == t.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("decimals", [1, 2, -1])
+def test_round_decimals_of_16_bit_floats_rounds_once(dtype, decimals):
+    # PyTorch scales, rounds and unscales in float32 (0.3496 in bfloat16 * 10 is 3.5 there)
+    v = [0.8, 0.49, -1.9, 0.25, 0.35, 0.45, 1234.5, 0.015, 12.34, -0.051]
+    t, e = _both(lambda T: T.tensor(v).to(getattr(T, dtype)).round(decimals=decimals))
+    assert e.float().tolist() == t.float().tolist()
+
+
+def test_bool_scan_of_a_0d_or_empty_tensor_needs_no_kernel():
+    for shape in [(), (0,), (2, 0)]:
+        t, e = _both(lambda T, s=shape: T.cumsum(T.ones(s, dtype=T.uint8), 0, dtype=T.bool))
+        assert e.tolist() == t.tolist() and str(e.dtype) == "ember.bool"

@@ -21,6 +21,7 @@ from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
 from ._util import normalize_axis, reduction_cost, refuse_complex
+from .cast import accumulated_as
 from .elementwise import to_tensor
 
 cummax_t = return_types.cummax
@@ -321,12 +322,17 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
     PyTorch does."""
     x = to_tensor(input)
-    refuse_complex("nansum", x, reason="nansum on CPU does not support complex inputs (as PyTorch)")
+    reason = "nansum on CPU does not support complex inputs (as PyTorch)"
+    refuse_complex("nansum", x, reason=reason)
     if dtype is not None:
-        x = E.cast(x, dtype)
-    if x.dtype.is_floating_point:
-        x = E.where(x != x, 0.0, x)
-    return E.sum(x, dim, keepdim) if dim is not None else E.sum(x, keepdim=keepdim)
+        refuse_complex("nansum", TensorType((), dt.as_dtype(dtype)), reason=reason)
+
+    def total(v):
+        if v.dtype.is_floating_point:
+            v = E.where(v != v, 0.0, v)
+        return E.sum(v, dim, keepdim) if dim is not None else E.sum(v, keepdim=keepdim)
+
+    return accumulated_as("nansum", x, dtype, total)
 
 
 @export(method=True)
