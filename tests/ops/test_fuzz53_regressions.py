@@ -92,3 +92,15 @@ def test_bool_scan_of_a_0d_or_empty_tensor_needs_no_kernel():
     for shape in [(), (0,), (2, 0)]:
         t, e = _both(lambda T, s=shape: T.cumsum(T.ones(s, dtype=T.uint8), 0, dtype=T.bool))
         assert e.tolist() == t.tolist() and str(e.dtype) == "ember.bool"
+
+
+def test_complex_nan_to_num_requiring_grad_and_complex_clamp_bounds_are_refused():
+    for T in (torch, ember):
+        x = T.tensor([1 + 1j, float("nan")], requires_grad=True)
+        with pytest.raises(RuntimeError):
+            T.nan_to_num(x)
+        with T.no_grad():
+            assert T.nan_to_num(x).tolist()[1] == 0j
+        for call in (lambda v: v.clamp(1j), lambda v: T.clamp(v, max=1j), lambda v: v.clamp_(-1j)):
+            with pytest.raises(RuntimeError):
+                call(T.tensor([1, 2], dtype=T.int8))
