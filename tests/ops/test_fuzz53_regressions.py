@@ -104,3 +104,14 @@ def test_complex_nan_to_num_requiring_grad_and_complex_clamp_bounds_are_refused(
         for call in (lambda v: v.clamp(1j), lambda v: T.clamp(v, max=1j), lambda v: v.clamp_(-1j)):
             with pytest.raises(RuntimeError):
                 call(T.tensor([1, 2], dtype=T.int8))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_normalize_of_16_bit_values_sums_squares_in_float32(dtype):
+    # 300 ** 2 overflows float16: PyTorch's norm accumulates in float32 and rounds once
+    def run(T):
+        x = T.tensor([[200.0, 250.0, 300.0], [1e-3, 0.0, -2e-3]]).to(getattr(T, dtype))
+        return T.nn.functional.normalize(x, dim=1)
+
+    t, e = _both(run)
+    np.testing.assert_array_equal(e.float().numpy(), t.float().numpy())
