@@ -28,6 +28,7 @@ import torch
 
 import ember
 import tests.torch_diff_ops_dtypes  # noqa: F401 - fills the wide profile's tables
+import tests.torch_diff_ops_nn  # noqa: F401 - registers the wide profile's layers and linalg
 import tests.torch_diff_ops_views  # noqa: F401 - registers the wide profile's view ops
 from tests.torch_diff_ops import OPS, WIDE_DTYPES, WIDE_OPS, Ctx, Fresh, _array
 
@@ -47,11 +48,13 @@ LENIENT = (
 )
 
 
-# backward failures of PyTorch that ember deliberately does not share: floor_divide has no
-# derivative there (ember's is zero, as div(rounding_mode="floor")'s in both), and atan2's
+# backward failures of PyTorch that ember deliberately does not share: floor_divide and
+# bincount have no derivative there (ember's floor_divide's is zero, as
+# div(rounding_mode="floor")'s in both), and atan2's
 # backward negates a bool operand's values even when that operand needs no gradient
 LENIENT_BACKWARD = (
     "derivative for aten::floor_divide",
+    "derivative for aten::bincount",  # (ember's weights get their gradient: the counts' rows)
     "Negation, the `-` operator, on a bool tensor",
 )
 

@@ -115,3 +115,22 @@ def test_normalize_of_16_bit_values_sums_squares_in_float32(dtype):
 
     t, e = _both(run)
     np.testing.assert_array_equal(e.float().numpy(), t.float().numpy())
+
+
+@pytest.mark.parametrize("name", ["det", "inv", "cholesky", "eigh", "svdvals", "qr", "slogdet"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_linalg_of_16_bit_matrices_is_not_implemented(name, dtype):
+    # PyTorch has no 16-bit LAPACK kernels: NotImplementedError ("lu_cpu" not implemented for
+    # 'BFloat16'), or a RuntimeError for inv and slogdet; ember's KernelDTypeError is both
+    for T in (torch, ember):
+        a = (T.eye(2) * 2).to(getattr(T, dtype))
+        with pytest.raises(RuntimeError):
+            getattr(T.linalg, name)(a)
+    with pytest.raises(NotImplementedError):
+        getattr(ember.linalg, name)((ember.eye(2) * 2).to(getattr(ember, dtype)))
+
+
+def test_histc_result_never_requires_grad():
+    t, e = _both(lambda T: T.histc(T.linspace(-1, 1, 7).requires_grad_(), 4, -1, 1))
+    assert e.requires_grad == t.requires_grad is False
+    assert e.tolist() == t.tolist()
