@@ -122,6 +122,28 @@ def compare(t, e, where: str, tol: float | None = None) -> str | None:
     return None
 
 
+def compare_ember(a, b, where: str, tol: float | None = None) -> str | None:
+    """The difference between two ember tensors (eager and captured), or None."""
+    return compare(_as_torch(a), b, where, tol)
+
+
+def _as_torch(e):
+    """An ember tensor's values, dtype and requires_grad as a torch tensor (for `compare`)."""
+    x = e.detach()
+    t = torch.tensor(np.asarray(x.float().numpy() if _name(x.dtype) == "bfloat16" else x.numpy()))
+    if _name(x.dtype) == "bfloat16":
+        t = t.to(torch.bfloat16)
+    return t.requires_grad_(e.requires_grad) if t.dtype.is_floating_point or t.is_complex() else t
+
+
+def _tolerance(pool) -> float | None:
+    """The tolerance of a program that computed in 16 bits somewhere (its later values, of any
+    dtype, and its gradients carry that step's rounding); None: each dtype's own."""
+    if any(_name(t.dtype) in ("float16", "bfloat16") for t, _, _ in pool):
+        return TOLERANCE["bfloat16"]
+    return None
+
+
 def check(seed: int, steps: tuple[int, int] = (3, 10), wide: bool = False) -> list[str]:
     """The divergences of program ``seed`` (NaN and overflow warnings silenced: both sides
     compute them on purpose). ``wide`` draws from every dtype of WIDE_DTYPES and the wide
@@ -131,7 +153,9 @@ def check(seed: int, steps: tuple[int, int] = (3, 10), wide: bool = False) -> li
         return _check(seed, steps, wide)
 
 
-def _check(seed: int, steps: tuple[int, int], wide: bool = False) -> list[str]:
+def _check(seed: int, steps: tuple[int, int], wide: bool = False, record=None) -> list[str]:
+    """(``record``: a dict that receives the program: its inputs' arrays and dtypes, and each
+    step's call, operand positions in the pool and the results it added, for a replay.)"""
     rng = random.Random(seed)
     problems: list[str] = []
     inputs = []
@@ -144,6 +168,8 @@ def _check(seed: int, steps: tuple[int, int], wide: bool = False) -> list[str]:
         t, e = _pair(arr, grad, dtype)
         inputs.append((t, e))
         pool.append((t, e, f"x{i}:{dtype}{arr.shape}"))
+        if record is not None:
+            record.setdefault("inputs", []).append((arr, dtype, grad))
     log = [d for _, _, d in pool]
     vocabulary = OPS + WIDE_OPS if wide else OPS
     for step in range(rng.randint(*steps)):
@@ -189,16 +215,21 @@ def _check(seed: int, steps: tuple[int, int], wide: bool = False) -> list[str]:
         if len(touts) != len(eouts):
             problems.append(f"{where}: {len(eouts)} results != torch {len(touts)}")
             continue
+        positions = [next(i for i, q in enumerate(pool) if q is a) for a in call.args]
+        kept = []
         for k, (t, e) in enumerate(zip(touts, eouts)):
-            diff = compare(t, e, f"{where} [{k}]")
+            diff = compare(t, e, f"{where} [{k}]", _tolerance(pool))
             if diff:
                 problems.append(diff)
                 continue
             if t.numel() <= 256:
                 pool.append((t, e, f"s{step}.{k}"))
+                kept.append(k)
+        if record is not None:
+            record.setdefault("steps", []).append((call, positions, kept))
         # the inputs of an in-place step may have changed: compare them again
         for t, e, d in call.args:
-            diff = compare(t, e, f"{where} operand {d} after the step")
+            diff = compare(t, e, f"{where} operand {d} after the step", _tolerance(pool))
             if diff:
                 problems.append(diff)
         if problems:
@@ -240,8 +271,6 @@ def _check(seed: int, steps: tuple[int, int], wide: bool = False) -> list[str]:
             f"seed {seed} backward: ember raised {type(exc).__name__}({exc})\n{tb}"
             f"\n program: " + " ; ".join(log)
         ]
-    # a gradient through a 16-bit step carries that step's rounding
-    half = any(_name(t.dtype) in ("float16", "bfloat16") for t, _, _ in pool)
     for i, (t, e) in enumerate(inputs):
         if t.grad is None or e.grad is None:
             if (t.grad is None) != (e.grad is None):
@@ -250,9 +279,7 @@ def _check(seed: int, steps: tuple[int, int], wide: bool = False) -> list[str]:
                     f"{t.grad is not None}"
                 )
             continue
-        diff = compare(
-            t.grad, e.grad, f"seed {seed} grad of x{i}", TOLERANCE["bfloat16"] if half else None
-        )
+        diff = compare(t.grad, e.grad, f"seed {seed} grad of x{i}", _tolerance(pool))
         if diff:
             problems.append(diff)
     return [p + "\n program: " + " ; ".join(log) for p in problems]

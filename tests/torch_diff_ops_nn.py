@@ -146,6 +146,10 @@ def norm_layer(c: Ctx):
     pdrop = r.choice([0.0, 1.0])
 
     def fn(T, x):
+        if x.dtype in (T.float16, T.bfloat16) and kind in ("batch_train", "group", "instance"):
+            # (PyTorch's 16-bit statistics are E[x^2] - E[x]^2 in float32, which cancels
+            # to noise for nearly constant groups; ember's are centred)
+            x = x.float()
         v = _fill(T, x, shape, s)
         F = T.nn.functional
         w = _const(T, x, (ch,), s + 1) if affine else None

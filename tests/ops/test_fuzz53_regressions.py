@@ -134,3 +134,35 @@ def test_histc_result_never_requires_grad():
     t, e = _both(lambda T: T.histc(T.linspace(-1, 1, 7).requires_grad_(), 4, -1, 1))
     assert e.requires_grad == t.requires_grad is False
     assert e.tolist() == t.tolist()
+
+
+def test_captured_function_returns_a_one_piece_split_of_an_input_as_a_tensor():
+    # the returned view of an input is replayed eagerly: a split's op gives a tuple
+    def f(x):
+        return [*x.split(5, 0), *x.chunk(1, 1), *ember.unbind(x[:1], 0)]
+
+    x = ember.randn(2, 3, requires_grad=True)
+    eager, captured = f(x), ember.function(f)(x)
+    for a, b in zip(eager, captured):
+        assert isinstance(b, ember.Tensor) and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_captured_overwrite_by_a_constant_keeps_the_history():
+    # y.copy_(constant) / zero_() / fill_: PyTorch keeps y in the graph (requires grad, zero
+    # gradient to its old value); the captured function did not
+    def f(T, x):
+        y, z, w = x * 1, x * 2, x * 3
+        y.copy_(T.tensor(-1.5))
+        z.zero_()
+        w[0].fill_(2)
+        return y, z, w
+
+    grads = []
+    for T, g in ((torch, lambda fn: fn), (ember, ember.function)):
+        x = T.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        outs = g(lambda v: f(T, v))(x)
+        assert all(o.requires_grad for o in outs)
+        sum((o * T.arange(3)).sum() for o in outs).backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1]
