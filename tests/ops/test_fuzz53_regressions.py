@@ -166,3 +166,23 @@ def test_captured_overwrite_by_a_constant_keeps_the_history():
         sum((o * T.arange(3)).sum() for o in outs).backward()
         grads.append(x.grad.tolist())
     assert grads[0] == grads[1]
+
+
+def test_captured_inplace_update_by_a_tensor_requiring_grad_requires_grad():
+    # zeros(3).add_(x): the traced tensor did not note that it now requires grad, so a later
+    # overwrite by a constant (y.zero_()) dropped it from the graph
+    def g(x):
+        s = ember.zeros(3, dtype=x.dtype).add_(x)
+        y = s * 1
+        y.zero_()
+        s.mul_(2)
+        return [y, s]
+
+    grads = []
+    for fn in (g, ember.function(g)):
+        x = ember.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        outs = fn(x)
+        assert [o.requires_grad for o in outs] == [True, True]
+        sum((o * ember.arange(3)).sum() for o in outs).backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1] == [0.0, 2.0, 4.0]

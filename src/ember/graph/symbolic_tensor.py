@@ -215,6 +215,10 @@ class SymbolicTensor(TensorBase):
 
             everywhere = PUBLIC["ones_like"](before, dtype=bool_)
             result = PUBLIC["where"](everywhere, result, before)
+        if is_grad_enabled() and result.requires_grad:
+            # an operand that requires grad gives it to the updated tensor (zeros_like(x)
+            # .add_(x)), as an eager in-place op does
+            self._requires_grad = True
         self.value = result.value
         if through_view:
             _views.write_through(self, name, positions)
