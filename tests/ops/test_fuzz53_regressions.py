@@ -186,3 +186,16 @@ def test_captured_inplace_update_by_a_tensor_requiring_grad_requires_grad():
         sum((o * ember.arange(3)).sum() for o in outs).backward()
         grads.append(x.grad.tolist())
     assert grads[0] == grads[1] == [0.0, 2.0, 4.0]
+
+
+def test_complex_logcumsumexp_matches_torch_with_gradient():
+    rows = [[1 + 1j, -2 + 3j, 0.5 - 1j, 100 + 0j], [3j, 0.1 + 3.1j, -1 - 3j, 2.0]]
+    got = []
+    for T in (torch, ember):
+        x = T.tensor(rows, requires_grad=True)
+        r = T.logcumsumexp(x, 1)
+        (r.abs().sum() + r.real.sum()).backward()
+        parts = (r.detach(), x.grad, T.logcumsumexp(x.detach(), 0))
+        got.append([p.resolve_conj().numpy() for p in parts])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
