@@ -199,3 +199,19 @@ def test_complex_logcumsumexp_matches_torch_with_gradient():
         got.append([p.resolve_conj().numpy() for p in parts])
     for a, b in zip(*got):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype, ulp", [("bfloat16", 2**-7), ("float16", 2**-10)])
+@pytest.mark.parametrize("align", [False, True])
+def test_bicubic_interpolation_of_16_bit_values_is_within_one_rounding(dtype, ulp, align):
+    # PyTorch computes both axes in float32 and rounds once; ember rounded every tap's
+    # product and sum in 16 bits (4 bfloat16 ulps off)
+    a = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32) * 10
+
+    def run(T):
+        x = T.tensor(a).to(getattr(T, dtype))
+        return T.nn.functional.interpolate(x, scale_factor=2.5, mode="bicubic", align_corners=align)
+
+    t, e = _both(run)
+    assert str(e.dtype).endswith(dtype)
+    np.testing.assert_allclose(e.float().numpy(), t.float().numpy(), rtol=ulp, atol=ulp)

@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
@@ -198,6 +199,10 @@ def _along(x, axis: int, values: np.ndarray):
     return to_tensor(values.reshape(shape).astype(x.dtype.np))
 
 
+# the modes whose 16-bit inputs PyTorch interpolates in float32, rounding once
+_NARROW_IN_FLOAT32 = ("bicubic",)
+
+
 @export(functional=True, toplevel=False)
 def interpolate(
     input,
@@ -266,6 +271,11 @@ def interpolate(
         raise DTypeError(
             f"mode {mode!r} needs a floating-point input, got {x.dtype}", op="interpolate"
         )
+    narrow = None
+    if mode in _NARROW_IN_FLOAT32 and x.dtype in (dt.float16, dt.bfloat16):
+        # PyTorch interpolates 16-bit values in float32 along every axis and rounds once;
+        # rounding each tap's product, sum and axis in 16 bits drifts by several ulps
+        narrow, x = x.dtype, E.cast(x, dt.float32)
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
         if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
@@ -305,7 +315,7 @@ def interpolate(
             continue  # the identity
         # take(x, i0) * w0 + take(x, i1) * w1 along the axis, as one op (ops/resample.py)
         x = apply(LINEAR_RESAMPLE, x, *(to_tensor(a) for a in taps), axis=axis)
-    return x
+    return x if narrow is None else E.cast(x, narrow)
 
 
 @functools.lru_cache(maxsize=256)
