@@ -215,3 +215,17 @@ def test_bicubic_interpolation_of_16_bit_values_is_within_one_rounding(dtype, ul
     t, e = _both(run)
     assert str(e.dtype).endswith(dtype)
     np.testing.assert_allclose(e.float().numpy(), t.float().numpy(), rtol=ulp, atol=ulp)
+
+
+@pytest.mark.parametrize(
+    "dtype, exponent", [("uint8", 256), ("int8", 128), ("int64", 2**63), ("int32", 2**31)]
+)
+def test_integer_pow_refuses_an_exponent_outside_the_base_type(dtype, exponent):
+    # PyTorch converts the exponent to the base's type with a range check (add and mul wrap)
+    for T in (torch, ember):
+        x = T.tensor([1, 2], dtype=getattr(T, dtype))
+        with pytest.raises(RuntimeError):
+            x**exponent
+        with pytest.raises(RuntimeError):
+            x.clone().pow_(exponent)
+        assert (x ** (exponent - 1)).dtype == x.dtype
