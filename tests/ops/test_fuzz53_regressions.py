@@ -229,3 +229,10 @@ def test_integer_pow_refuses_an_exponent_outside_the_base_type(dtype, exponent):
         with pytest.raises(RuntimeError):
             x.clone().pow_(exponent)
         assert (x ** (exponent - 1)).dtype == x.dtype
+
+
+@pytest.mark.parametrize("dim", [1, (0, 5), -2])
+def test_nansum_checks_the_dim_before_refusing_complex(dim):
+    for T in (torch, ember):
+        with pytest.raises(IndexError):
+            T.nansum(T.ones((), dtype=T.complex64), dim)

@@ -20,7 +20,7 @@ from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
-from ._util import normalize_axis, reduction_cost, refuse_complex
+from ._util import normalize_axes, normalize_axis, reduction_cost, refuse_complex
 from .cast import accumulated_as
 from .elementwise import to_tensor
 
@@ -322,6 +322,8 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
     PyTorch does."""
     x = to_tensor(input)
+    if dim is not None:
+        normalize_axes("nansum", dim, x.ndim)  # (PyTorch checks the dims before the dtype)
     reason = "nansum on CPU does not support complex inputs (as PyTorch)"
     refuse_complex("nansum", x, reason=reason)
     if dtype is not None:
