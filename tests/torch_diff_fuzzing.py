@@ -27,16 +27,35 @@ import numpy as np
 import torch
 
 import ember
-from tests.torch_diff_ops import OPS, Ctx
+import tests.torch_diff_ops_dtypes  # noqa: F401 - fills the wide profile's tables
+import tests.torch_diff_ops_nn  # noqa: F401 - registers the wide profile's layers and linalg
+import tests.torch_diff_ops_views  # noqa: F401 - registers the wide profile's view ops
+from tests.torch_diff_ops import OPS, WIDE_DTYPES, WIDE_OPS, Ctx, Fresh, _array
 
 DTYPES = ["float32", "float64", "int64", "bool"]
+# the largest difference allowed between two results of a dtype (relative and absolute):
+# 16-bit floats carry one rounding per op, which later steps may carry along
+TOLERANCE = {"float32": 2e-4, "complex64": 2e-4, "float16": 1e-2, "bfloat16": 4e-2}
 
 # torch refuses where ember deliberately accepts more: Python scalars for tensor-only operands
 # (maximum, atan2, ...)
 LENIENT = (
+    # ember has no complex32 (PyTorch's experimental ComplexHalf): complex64 stands in
+    "for 'ComplexHalf'",
     "must be Tensor, not",
     "received an invalid combination of arguments",
     "missing 1 required positional",
+)
+
+
+# backward failures of PyTorch that ember deliberately does not share: floor_divide and
+# bincount have no derivative there (ember's floor_divide's is zero, as
+# div(rounding_mode="floor")'s in both), and atan2's
+# backward negates a bool operand's values even when that operand needs no gradient
+LENIENT_BACKWARD = (
+    "derivative for aten::floor_divide",
+    "derivative for aten::bincount",  # (ember's weights get their gradient: the counts' rows)
+    "Negation, the `-` operator, on a bool tensor",
 )
 
 
@@ -61,10 +80,17 @@ def random_array(rng: random.Random, shape: tuple, dtype: str) -> np.ndarray:
     return g.standard_normal(shape).astype(dtype)
 
 
-def _pair(arr: np.ndarray, grad: bool):
-    t = torch.tensor(arr, requires_grad=grad)
-    e = ember.tensor(arr.copy(), requires_grad=grad)
-    return t, e
+def _pair(arr: np.ndarray, grad: bool, dtype: str | None = None):
+    fresh = Fresh(arr, dtype or str(arr.dtype))
+    return fresh.make(torch, grad), fresh.make(ember, grad)
+
+
+def _numpy(x) -> np.ndarray:
+    """A tensor's values as NumPy (bfloat16 widened to float32, which NumPy lacks)."""
+    x = x.detach().resolve_conj()
+    if _name(x.dtype) == "bfloat16":
+        x = x.float()
+    return np.asarray(x.numpy())
 
 
 def _as_list(out):
@@ -73,8 +99,9 @@ def _as_list(out):
     return list(out)
 
 
-def compare(t, e, where: str) -> str | None:
-    """The difference between a torch tensor and an ember tensor, or None."""
+def compare(t, e, where: str, tol: float | None = None) -> str | None:
+    """The difference between a torch tensor and an ember tensor, or None (``tol``: the
+    tolerance, else the dtype's)."""
     if not isinstance(e, ember.Tensor):
         return f"{where}: ember gave {type(e).__name__}, torch a tensor"
     if tuple(t.shape) != tuple(e.shape):
@@ -83,11 +110,10 @@ def compare(t, e, where: str) -> str | None:
         return f"{where}: dtype {_name(e.dtype)} != torch {_name(t.dtype)}"
     if t.requires_grad != e.requires_grad:
         return f"{where}: requires_grad {e.requires_grad} != torch {t.requires_grad}"
-    a = t.detach().numpy()
-    b = np.asarray(e.detach().numpy())
-    if a.dtype.kind == "f":
+    a, b = _numpy(t), _numpy(e)
+    if a.dtype.kind in "fc":
         # float64 results of float32 steps carry float32's last-bit differences
-        tol = 2e-4 if a.dtype == np.float32 else 1e-6
+        tol = tol or TOLERANCE.get(_name(t.dtype), 1e-6)
         ok = np.allclose(b, a, rtol=tol, atol=tol, equal_nan=True)
     else:
         ok = np.array_equal(a, b)
@@ -96,29 +122,59 @@ def compare(t, e, where: str) -> str | None:
     return None
 
 
-def check(seed: int, steps: tuple[int, int] = (3, 10)) -> list[str]:
+def compare_ember(a, b, where: str, tol: float | None = None) -> str | None:
+    """The difference between two ember tensors (eager and captured), or None."""
+    return compare(_as_torch(a), b, where, tol)
+
+
+def _as_torch(e):
+    """An ember tensor's values, dtype and requires_grad as a torch tensor (for `compare`)."""
+    x = e.detach()
+    t = torch.tensor(np.asarray(x.float().numpy() if _name(x.dtype) == "bfloat16" else x.numpy()))
+    if _name(x.dtype) == "bfloat16":
+        t = t.to(torch.bfloat16)
+    return t.requires_grad_(e.requires_grad) if t.dtype.is_floating_point or t.is_complex() else t
+
+
+def _tolerance(pool) -> float | None:
+    """The tolerance of a program that computed in 16 bits somewhere (its later values, of any
+    dtype, and its gradients carry that step's rounding); None: each dtype's own."""
+    if any(_name(t.dtype) in ("float16", "bfloat16") for t, _, _ in pool):
+        return TOLERANCE["bfloat16"]
+    return None
+
+
+def check(seed: int, steps: tuple[int, int] = (3, 10), wide: bool = False) -> list[str]:
     """The divergences of program ``seed`` (NaN and overflow warnings silenced: both sides
-    compute them on purpose)."""
+    compute them on purpose). ``wide`` draws from every dtype of WIDE_DTYPES and the wide
+    vocabulary too (a different program for the same seed)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return _check(seed, steps)
+        return _check(seed, steps, wide)
 
 
-def _check(seed: int, steps: tuple[int, int]) -> list[str]:
+def _check(seed: int, steps: tuple[int, int], wide: bool = False, record=None) -> list[str]:
+    """(``record``: a dict that receives the program: its inputs' arrays and dtypes, and each
+    step's call, operand positions in the pool and the results it added, for a replay.)"""
     rng = random.Random(seed)
     problems: list[str] = []
     inputs = []
     pool = []  # (torch tensor, ember tensor, description)
     for i in range(rng.randint(1, 3)):
-        dtype = rng.choice(DTYPES)
-        arr = random_array(rng, _random_shape(rng), dtype)
-        t, e = _pair(arr, dtype.startswith("float"))
+        dtype = rng.choice(WIDE_DTYPES if wide else DTYPES)
+        shape = _random_shape(rng)
+        arr = _array(rng, shape, dtype) if wide else random_array(rng, shape, dtype)
+        grad = dtype.startswith(("float", "bfloat", "complex"))
+        t, e = _pair(arr, grad, dtype)
         inputs.append((t, e))
         pool.append((t, e, f"x{i}:{dtype}{arr.shape}"))
+        if record is not None:
+            record.setdefault("inputs", []).append((arr, dtype, grad))
     log = [d for _, _, d in pool]
+    vocabulary = OPS + WIDE_OPS if wide else OPS
     for step in range(rng.randint(*steps)):
-        spec = rng.choice(OPS)
-        ctx = Ctx(rng, pool)
+        spec = rng.choice(vocabulary)
+        ctx = Ctx(rng, pool, wide)
         try:
             call = spec(ctx)
         except Ctx.Skip:
@@ -149,24 +205,31 @@ def _check(seed: int, steps: tuple[int, int]) -> list[str]:
             tb = traceback.format_exc(limit=-3)
             problems.append(f"{where}: ember raised {type(eexc).__name__}({eexc})\n{tb}")
             continue
-        if isinstance(tout, (bool, int, float)):
-            if not isinstance(eout, (bool, int, float)) or eout != tout:
+        if isinstance(tout, (bool, int, float, str)):
+            if not isinstance(eout, (bool, int, float, str)) or eout != tout:
                 problems.append(f"{where}: ember {eout!r} != torch {tout!r}")
             continue
         touts, eouts = _as_list(tout), _as_list(eout)
+        if any(_name(t.dtype) == "complex32" for t in touts):
+            continue  # (ember's complex64 stands in for it: not compared, nor used further)
         if len(touts) != len(eouts):
             problems.append(f"{where}: {len(eouts)} results != torch {len(touts)}")
             continue
+        positions = [next(i for i, q in enumerate(pool) if q is a) for a in call.args]
+        kept = []
         for k, (t, e) in enumerate(zip(touts, eouts)):
-            diff = compare(t, e, f"{where} [{k}]")
+            diff = compare(t, e, f"{where} [{k}]", _tolerance(pool))
             if diff:
                 problems.append(diff)
                 continue
             if t.numel() <= 256:
                 pool.append((t, e, f"s{step}.{k}"))
+                kept.append(k)
+        if record is not None:
+            record.setdefault("steps", []).append((call, positions, kept))
         # the inputs of an in-place step may have changed: compare them again
         for t, e, d in call.args:
-            diff = compare(t, e, f"{where} operand {d} after the step")
+            diff = compare(t, e, f"{where} operand {d} after the step", _tolerance(pool))
             if diff:
                 problems.append(diff)
         if problems:
@@ -184,8 +247,22 @@ def _check(seed: int, steps: tuple[int, int]) -> list[str]:
         return []
     try:
         sum(tl).backward()
-    except Exception:  # noqa: BLE001 - torch refuses: nothing to compare
-        return []
+    except Exception as texc:  # noqa: BLE001 - torch refuses: nothing to compare
+        if not wide or any(m in str(texc) for m in LENIENT_BACKWARD):
+            return []
+        # (the wide profile modifies saved tensors in place: ember must refuse them too)
+        try:
+            sum(el).backward()
+        except Exception as eexc:  # noqa: BLE001
+            if isinstance(eexc, type(texc)):
+                return []
+            why = f"ember raised {type(eexc).__name__}({eexc})"
+        else:
+            why = "ember did not raise"
+        return [
+            f"seed {seed} backward: torch raised {type(texc).__name__}({texc}); {why}"
+            f"\n program: " + " ; ".join(log)
+        ]
     try:
         sum(el).backward()
     except Exception as exc:  # noqa: BLE001
@@ -202,17 +279,17 @@ def _check(seed: int, steps: tuple[int, int]) -> list[str]:
                     f"{t.grad is not None}"
                 )
             continue
-        diff = compare(t.grad, e.grad, f"seed {seed} grad of x{i}")
+        diff = compare(t.grad, e.grad, f"seed {seed} grad of x{i}", _tolerance(pool))
         if diff:
             problems.append(diff)
     return [p + "\n program: " + " ; ".join(log) for p in problems]
 
 
-def fuzz(seeds) -> list[str]:
+def fuzz(seeds, wide: bool = False) -> list[str]:
     out = []
     for s in seeds:
         try:
-            out.extend(check(s))
+            out.extend(check(s, wide=wide))
         except Exception as exc:  # noqa: BLE001 - a harness failure is a finding too
             out.append(f"seed {s}: harness {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     return out
@@ -220,7 +297,7 @@ def fuzz(seeds) -> list[str]:
 
 if __name__ == "__main__":
     lo, hi = int(sys.argv[1]), int(sys.argv[2])
-    found = fuzz(range(lo, hi))
+    found = fuzz(range(lo, hi), wide="wide" in sys.argv[3:])
     for f in found:
         print(f, "\n")
     print(f"{len(found)} divergences in {hi - lo} programs")

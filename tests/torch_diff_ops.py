@@ -25,12 +25,18 @@ class Ctx:
     class Skip(Exception):
         pass
 
-    def __init__(self, rng: random.Random, pool: list):
+    def __init__(self, rng: random.Random, pool: list, wide: bool = False):
         self.rng = rng
         self.pool = pool
+        # the widened profile: every dtype of WIDE_DTYPES, complex operands, 0-d tensors
+        # and out-of-range integers as second operands
+        self.wide = wide
 
-    def pick(self, kinds: str = "fib", min_rank: int = 0, nonempty: bool = False):
-        """A pool entry whose dtype kind is in kinds (f float, i int64, b bool)."""
+    def pick(self, kinds: str | None = None, min_rank: int = 0, nonempty: bool = False):
+        """A pool entry whose dtype kind is in kinds (f float, i integer, b bool, c complex;
+        by default all but complex, and complex too in the wide profile)."""
+        if kinds is None:
+            kinds = "fibc" if self.wide else "fib"
         ok = [
             p
             for p in self.pool
@@ -48,25 +54,60 @@ class Ctx:
             return self.rng.choice([n, -n - 1])
         return self.rng.randrange(-n, n) if t.dim() else self.rng.choice([0, -1])
 
-    def other(self, p, kinds: str = "fib"):
+    def other(self, p, kinds: str | None = None):
         """A second operand for p: a scalar, a broadcastable fresh tensor or a pool entry."""
         r = self.rng.random()
         t = p[0]
         if r < 0.3:
+            if self.wide and self.rng.random() < 0.5:
+                return self._wide_scalar()
             return self.rng.choice([2, -3, 0.5, -1.5, True, False, 3])
         if r < 0.75:
             shape = list(t.shape)
             shape = shape[self.rng.randrange(len(shape) + 1) :] if shape else shape
             shape = [1 if self.rng.random() < 0.3 else s for s in shape]
-            dtype = self.rng.choice(["float32", "float64", "int64", "bool"])
+            if self.wide:
+                dtype = self.rng.choice(WIDE_DTYPES)
+            else:
+                dtype = self.rng.choice(["float32", "float64", "int64", "bool"])
             arr = _array(self.rng, tuple(shape), dtype)
-            return ("new", arr)
+            return Fresh(arr, dtype)
         return self.pick(kinds)
+
+    def _wide_scalar(self):
+        """A 0-d tensor of any dtype (which promotes as a scalar of its kind does), or a
+        Python number that overflows the small integer types or is complex."""
+        if self.rng.random() < 0.5:
+            dtype = self.rng.choice(WIDE_DTYPES)
+            return Fresh(_array(self.rng, (), dtype), dtype)
+        return self.rng.choice([200, -129, 2**31, 1e10, 1j, -2.5 + 0.5j, 0, -1, 7])
+
+
+BASE_DTYPES = ("float32", "float64", "int64", "bool")
+WIDE_DTYPES = BASE_DTYPES + ("int32", "int16", "int8", "uint8", "float16", "bfloat16", "complex64")
+INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
+
+
+@dataclass
+class Fresh:
+    """A tensor made anew in the call on each side: its NumPy data and dtype name (bfloat16
+    data is float32, rounded on each side by the same cast)."""
+
+    arr: np.ndarray
+    dtype: str
+
+    def make(self, T, grad: bool = False):
+        t = T.tensor(self.arr.copy())
+        if self.dtype == "bfloat16":
+            t = t.to(T.bfloat16)
+        return t.requires_grad_() if grad else t
 
 
 def _kind(t) -> str:
     if t.dtype.is_floating_point:
         return "f"
+    if t.dtype.is_complex:
+        return "c"
     return "b" if str(t.dtype).endswith("bool") else "i"
 
 
@@ -76,25 +117,37 @@ def _array(rng, shape, dtype):
         return g.random(shape) < 0.5
     if dtype == "int64":
         return g.integers(-4, 5, size=shape).astype(np.int64)
+    if dtype in INT_DTYPES:
+        # mostly small values; a fifth anywhere in the type's range, so sums, products and
+        # casts wrap around
+        info = np.iinfo(dtype)
+        small = g.integers(max(info.min, -4), 5, size=shape)
+        big = g.integers(info.min, int(info.max) + 1, size=shape, dtype=np.int64)
+        return np.where(g.random(shape) < 0.2, big, small).astype(dtype)
+    if dtype == "complex64":
+        return (g.standard_normal(shape) + 1j * g.standard_normal(shape)).astype(np.complex64)
+    if dtype == "bfloat16":
+        return g.standard_normal(shape).astype(np.float32)
     return g.standard_normal(shape).astype(dtype)
 
 
 def _operand(o):
     """(text, value-maker(T) or None for a pool entry, pool entry or None)."""
-    if isinstance(o, tuple) and len(o) == 2:
-        arr = o[1]
-        return f"tensor({arr.dtype}{arr.shape})", (lambda T: T.tensor(arr.copy())), None
+    if isinstance(o, Fresh):
+        arr = o.arr
+        return f"tensor({o.dtype}{arr.shape})", o.make, None
     if isinstance(o, tuple):
         return o[2], None, o
     return repr(o), (lambda T: o), None
 
 
 OPS: list = []
+WIDE_OPS: list = []  # drawn from too in the wide profile only (OPS's seeds stay as pinned)
 
 
-def op(weight: int = 1):
+def op(weight: int = 1, wide: bool = False):
     def deco(fn):
-        OPS.extend([fn] * weight)
+        (WIDE_OPS if wide else OPS).extend([fn] * weight)
         return fn
 
     return deco
@@ -156,11 +209,17 @@ UNARY = {
 }
 
 
+# entries only the wide profile draws (tests/torch_diff_ops_dtypes.py fills them)
+WIDE_UNARY: dict = {}
+WIDE_BINARY: dict = {}
+
+
 @op(weight=6)
 def unary(c: Ctx):
-    name = c.rng.choice(sorted(UNARY))
+    table = {**UNARY, **WIDE_UNARY} if c.wide else UNARY
+    name = c.rng.choice(sorted(table))
     p = c.pick()
-    return Call(f"{name}({p[2]})", [p], UNARY[name])
+    return Call(f"{name}({p[2]})", [p], table[name])
 
 
 BINARY = {
@@ -211,7 +270,7 @@ def _binary_call(c: Ctx, name: str, fn):
     text, make, entry = _operand(o)
     if entry is not None:
         return Call(f"{name}({text}, {p[2]})", [entry, p], fn)
-    if not callable(make) or not isinstance(o, tuple):
+    if not isinstance(o, Fresh):
         # a Python scalar first works only where the op is an operator or takes it
         if name not in {"add", "sub", "mul", "div", "pow", "floordiv", "mod", "eq", "lt", "ne"}:
             return Call(f"{name}({p[2]}, {text})", [p], lambda T, a: fn(T, a, make(T)))
@@ -220,8 +279,9 @@ def _binary_call(c: Ctx, name: str, fn):
 
 @op(weight=8)
 def binary(c: Ctx):
-    name = c.rng.choice(sorted(BINARY))
-    return _binary_call(c, name, BINARY[name])
+    table = {**BINARY, **WIDE_BINARY} if c.wide else BINARY
+    name = c.rng.choice(sorted(table))
+    return _binary_call(c, name, table[name])
 
 
 @op(weight=2)
@@ -603,6 +663,18 @@ def shape(c: Ctx):
 # --- products and normalizations -------------------------------------------------------------
 
 
+def _numpy_dtype(t) -> str:
+    """The NumPy dtype a tensor like t is made from (bfloat16's data is float32, cast)."""
+    name = str(t.dtype).rsplit(".", 1)[-1]
+    return "float32" if name == "bfloat16" else name
+
+
+def _as(T, w, x):
+    """w as a tensor of x's dtype."""
+    w = T.tensor(w)
+    return w if w.dtype == x.dtype else w.to(x.dtype)
+
+
 @op(weight=4)
 def product(c: Ctx):
     p = c.pick("f", min_rank=1)
@@ -622,14 +694,14 @@ def product(c: Ctx):
             "matmul_int",
         ]
     )
-    dt = str(t.dtype).rsplit(".", 1)[-1]
+    dt = _numpy_dtype(t)
     k = t.shape[-1]
     if kind == "matmul_vec":
         w = g.standard_normal((k,)).astype(dt)
-        return Call(f"{p[2]} @ v{k}", [p], lambda T, x: x @ T.tensor(w))
+        return Call(f"{p[2]} @ v{k}", [p], lambda T, x: x @ _as(T, w, x))
     if kind == "matmul":
         w = g.standard_normal((2, k, 3) if c.rng.random() < 0.3 else (k, 3)).astype(dt)
-        return Call(f"matmul({p[2]}, w{w.shape})", [p], lambda T, x: T.matmul(x, T.tensor(w)))
+        return Call(f"matmul({p[2]}, w{w.shape})", [p], lambda T, x: T.matmul(x, _as(T, w, x)))
     if kind == "matmul_int":
         w = g.integers(0, 3, (k, 2))
         return Call(f"matmul({p[2]}, int w)", [p], lambda T, x: x @ T.tensor(w))
@@ -637,7 +709,7 @@ def product(c: Ctx):
         if t.dim() != 3:
             raise Ctx.Skip
         w = g.standard_normal((t.shape[0], k, 2)).astype(dt)
-        return Call(f"bmm({p[2]}, w)", [p], lambda T, x: T.bmm(x, T.tensor(w)))
+        return Call(f"bmm({p[2]}, w)", [p], lambda T, x: T.bmm(x, _as(T, w, x)))
     if kind == "einsum_ij":
         letters = "abc"[: t.dim()]
         out = letters[::-1]
@@ -646,16 +718,16 @@ def product(c: Ctx):
         letters = "abc"[: t.dim()]
         w = g.standard_normal((k, 2)).astype(dt)
         spec = f"{letters},{letters[-1]}z->{letters[0]}z"
-        return Call(f"einsum({spec})", [p], lambda T, x: T.einsum(spec, x, T.tensor(w)))
+        return Call(f"einsum({spec})", [p], lambda T, x: T.einsum(spec, x, _as(T, w, x)))
     if kind == "mv":
         w = g.standard_normal((k,)).astype(dt)
-        return Call(f"mv({p[2]})", [p], lambda T, x: T.mv(x, T.tensor(w)))
+        return Call(f"mv({p[2]})", [p], lambda T, x: T.mv(x, _as(T, w, x)))
     if kind == "outer":
         return Call(f"outer({p[2]})", [p], lambda T, x: T.outer(x.reshape(-1), x.reshape(-1)))
     if kind == "dot":
         return Call(f"dot({p[2]})", [p], lambda T, x: T.dot(x, x))
     w = g.standard_normal((k, 2)).astype(dt)
-    return Call(f"tensordot({p[2]})", [p], lambda T, x: T.tensordot(x, T.tensor(w), dims=1))
+    return Call(f"tensordot({p[2]})", [p], lambda T, x: T.tensordot(x, _as(T, w, x), dims=1))
 
 
 @op(weight=3)
@@ -664,7 +736,7 @@ def normalize(c: Ctx):
     t = p[0]
     d = c.dim(t)
     g = np.random.default_rng(c.rng.randrange(999))
-    dt = str(t.dtype).rsplit(".", 1)[-1]
+    dt = _numpy_dtype(t)
     kind = c.rng.choice(
         [
             "softmax",
@@ -710,7 +782,7 @@ def normalize(c: Ctx):
             f"layer_norm({p[2]}, {shape}, affine={affine})",
             [p],
             lambda T, x: T.nn.functional.layer_norm(
-                x, shape, T.tensor(w) if affine else None, T.tensor(w) if affine else None
+                x, shape, _as(T, w, x) if affine else None, _as(T, w, x) if affine else None
             ),
         )
     if t.dim() < 2:
@@ -721,7 +793,7 @@ def normalize(c: Ctx):
     return Call(
         f"{F}.group_norm({p[2]}, {groups})",
         [p],
-        lambda T, x: T.nn.functional.group_norm(x, groups, T.tensor(w), T.tensor(w)),
+        lambda T, x: T.nn.functional.group_norm(x, groups, _as(T, w, x), _as(T, w, x)),
     )
 
 

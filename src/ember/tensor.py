@@ -470,6 +470,8 @@ class Tensor(_reg.TensorBase):
                     return False
                 operands.append(arg._data)
             elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
+                if type(arg) is int and not _fits_integer(arg, self._data.dtype):
+                    return False  # (NumPy refuses it; the general route wraps it, as PyTorch)
                 operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
             else:
                 return False
@@ -644,6 +646,14 @@ def _any_requires_grad(args, kwargs) -> bool:
         elif isinstance(arg, Tensor) and arg._requires_grad:
             return True
     return False
+
+
+def _fits_integer(value: int, dtype: np.dtype) -> bool:
+    """Whether a Python int is a value of an integer (or any non-integer) NumPy dtype."""
+    if dtype.kind not in "iu":
+        return True
+    info = np.iinfo(dtype)
+    return info.min <= value <= info.max
 
 
 def _fits(shape: tuple, target: tuple) -> bool:

@@ -117,7 +117,12 @@ def _replay(tensor, chain, detached: bool):
     """``tensor`` through ``chain``'s detaches and views, eagerly (sharing its memory), and
     detached where the function returned a detach."""
     for node in chain:
-        tensor = tensor.detach() if node.op.stops_gradient else apply(node.op, tensor, **node.attrs)
+        if node.op.stops_gradient:
+            tensor = tensor.detach()
+            continue
+        tensor = apply(node.op, tensor, **node.attrs)
+        if isinstance(tensor, (tuple, list)):  # (a split into one piece: its one output)
+            (tensor,) = tensor
     return tensor.detach() if detached else tensor
 
 

@@ -506,8 +506,12 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
     p = float(p)
     eps = eps if _items.is_item(eps) else float(eps)  # (a traced .item(): clip takes it)
     if p == 2.0 and not x.dtype.is_complex:
-        # sqrt(max(sum x^2, eps^2)) == max(norm, eps), and its gradient stays finite at x == 0
-        norm = E.sqrt(E.clip(E.sum(x * x, d, keepdim=True), min=eps * eps))
+        # sqrt(max(sum x^2, eps^2)) == max(norm, eps), and its gradient stays finite at x == 0;
+        # 16-bit squares are summed in float32 and the norm rounded once, as PyTorch's norm
+        # (in float16 the square of 300 overflows)
+        wide = E.cast(x, dt.float32) if x.dtype in (dt.float16, dt.bfloat16) else x
+        norm = E.sqrt(E.clip(E.sum(wide * wide, d, keepdim=True), min=eps * eps))
+        norm = E.cast(norm, x.dtype) if wide is not x else norm
     else:
         norm = E.clip(_p_norm(x, p, d), min=eps)
     result = x / norm

@@ -200,6 +200,10 @@ def _along(x, axis: int, values: np.ndarray):
     return to_tensor(values.reshape(shape).astype(x.dtype.np))
 
 
+# the modes whose 16-bit inputs PyTorch interpolates in float32, rounding once
+_NARROW_IN_FLOAT32 = ("bicubic",)
+
+
 @export(functional=True, toplevel=False)
 def interpolate(
     input,
@@ -271,6 +275,11 @@ def interpolate(
             f"mode {mode!r} needs a floating-point input, got {x.dtype}", op="interpolate"
         )
     source = x
+    narrow = None
+    if mode in _NARROW_IN_FLOAT32 and x.dtype in (dt.float16, dt.bfloat16):
+        # PyTorch interpolates 16-bit values in float32 along every axis and rounds once;
+        # rounding each tap's product, sum and axis in 16 bits drifts by several ulps
+        narrow, x = x.dtype, E.cast(x, dt.float32)
     for d in range(dims):
         axis, n_in = d + 2, x.shape[d + 2]
         if isinstance(n_in, SymDim) or isinstance(out[d], SymDim):
@@ -310,6 +319,8 @@ def interpolate(
             continue  # the identity
         # take(x, i0) * w0 + take(x, i1) * w1 along the axis, as one op (ops/resample.py)
         x = apply(LINEAR_RESAMPLE, x, *(to_tensor(a) for a in taps), axis=axis)
+    if narrow is not None:
+        x = E.cast(x, narrow)
     return rename_node(x, _node_name(mode, dims, antialias), source)
 
 

@@ -201,10 +201,24 @@ class SymbolicTensor(TensorBase):
         # views are followed within the graph that made them (see GraphBuilder.apply)
         through_view = self._view_of is not None and self.builder is current_mode()
         positions = _views.prepare(self, name) if through_view else None
-        result = fn(SymbolicTensor(self.value, self.builder), *args, **kwargs)
+        before = SymbolicTensor(self.value, self.builder)
+        result = fn(before, *args, **kwargs)
         result = fit_inplace_result(name, result, self)
         if self._requires_grad and not self.is_leaf and not is_grad_enabled():
             result = _keep_history(self, result)
+        elif self._requires_grad and is_grad_enabled() and not result.requires_grad:
+            # overwritten by values that do not depend on it (fill_, zero_, copy_ of a
+            # constant): it stays in the graph, passing a zero gradient to its old value, as
+            # eagerly (tensor.py) and in PyTorch
+            from ..dtypes import bool_
+            from ..ops._registry import PUBLIC
+
+            everywhere = PUBLIC["ones_like"](before, dtype=bool_)
+            result = PUBLIC["where"](everywhere, result, before)
+        if is_grad_enabled() and result.requires_grad:
+            # an operand that requires grad gives it to the updated tensor (zeros_like(x)
+            # .add_(x)), as an eager in-place op does
+            self._requires_grad = True
         self.value = result.value
         if through_view:
             _views.write_through(self, name, positions)

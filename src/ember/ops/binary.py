@@ -294,6 +294,16 @@ def _pow_check(x, y):
         and not (x.dtype.is_floating_point or x.dtype.is_complex)
     ):
         raise DTypeError("integers to negative integer powers are not allowed", op="pow")
+    if type(y) is int and _is_tensor(x) and x.dtype.is_integer:
+        # PyTorch converts the exponent to the tensor's integer type, checking its range (where
+        # the other arithmetic ops wrap a Python int)
+        info = np.iinfo(x.dtype.np)
+        if not info.min <= y <= info.max:
+            raise DTypeError(
+                f"the exponent {y} cannot be converted to the base's type {x.dtype.name} "
+                f"without overflow (shape {tuple(x.shape)})",
+                op="pow",
+            )
 
 
 # PyTorch's CPU pow of a float32/float64 tensor by a scalar exponent computes these exponents

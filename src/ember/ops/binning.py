@@ -26,12 +26,16 @@ def _histc_infer(x, *, bins, lo, hi):
 
 
 def _histc_kernel(x, *, bins, lo, hi):
-    v = x.astype(np.float64).reshape(-1)
+    """PyTorch's linear bin search in the input's own dtype: a float32 value within rounding
+    of an edge lands where float32's ``(x - lo) * bins / (hi - lo)`` puts it (-3e-8 over
+    [-1, 1] in 4 bins is bin 2 there, bin 1 in float64)."""
+    v = x.reshape(-1)
     if lo == hi and v.size:
         finite = v[np.isfinite(v)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (lo, hi)
     if lo == hi:
         lo, hi = lo - 1, hi + 1
+    lo, hi = np.asarray(lo, x.dtype), np.asarray(hi, x.dtype)
     inside = v[(v >= lo) & (v <= hi)]
     pos = ((inside - lo) * bins / (hi - lo)).astype(np.int64)
     pos = np.minimum(pos, bins - 1)  # the top edge belongs to the last bin
@@ -93,7 +97,10 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
         raise ShapeError(f"histc: bins must be positive, got {bins}", op="histc")
     if float(min) > float(max):
         raise ShapeError(f"histc: min {min} is larger than max {max}", op="histc")
-    return apply(_HISTC, to_tensor(input), bins=int(bins), lo=float(min), hi=float(max))
+    # counts are not differentiable: PyTorch's result never requires grad (the input's
+    # history is cut before the op, so it records nothing)
+    x = to_tensor(input).detach()
+    return apply(_HISTC, x, bins=int(bins), lo=float(min), hi=float(max))
 
 
 # ------------------------------------------------------------------- searchsorted, bucketize

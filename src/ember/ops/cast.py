@@ -12,12 +12,12 @@ from .. import _meta
 from .. import dtypes as dt
 from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
-from ..errors import ArgumentTypeError, DTypeError, MetaDataError
+from ..errors import ArgumentTypeError, DTypeError, KernelDTypeError, MetaDataError
 from ..types import TensorType
 from . import _memory_format
 from . import _onnx_complex as cx
 from . import api as E
-from ._registry import OpDef, TensorBase, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, is_grad_enabled, register
 from ._rules import Complex
 from ._util import memory_cost
 from .elementwise import to_tensor
@@ -219,3 +219,27 @@ export(_conversion(dt.complex128), name="cdouble", method=True, toplevel=False)
 
 
 requested_cast = _user_cast  # (for the reductions' dtype= argument, ops/reduce.py, cumulative.py)
+
+
+def accumulated_as(name: str, x, dtype, reduce, *, scan: bool = False):
+    """``reduce(x)`` with PyTorch's ``dtype=`` argument of sum, prod, nansum, cumsum and
+    cumprod: x cast to ``dtype`` first, and the result of that dtype too. Integer sums and
+    products accumulate in int64 and are wrapped to a narrower requested integer type after
+    (the residues are the same), and a requested bool is the int64 result's truth (a sum of
+    bools is their OR, a product their AND, as PyTorch's bool arithmetic). PyTorch has no bool
+    scan kernel (a 0-d or empty tensor needs none), and refuses an integer or bool result of
+    a tensor that requires grad."""
+    if dtype is None:
+        return reduce(x)
+    target = dt.as_dtype(dtype)
+    if not (target.is_floating_point or target.is_complex):
+        if scan and target is dt.bool_ and x.ndim and 0 not in tuple(x.shape):
+            raise KernelDTypeError("not implemented for dtype=bool (as in PyTorch)", op=name)
+        if x.requires_grad and is_grad_enabled():
+            raise DTypeError(
+                f"autograd does not support a {target.name} result of a tensor that "
+                f"requires grad (shape {tuple(x.shape)}, {x.dtype.name})",
+                op=name,
+            )
+    out = reduce(_user_cast(x, target))
+    return out if out.dtype is target else cast(out, target)

@@ -25,7 +25,7 @@ from . import api as E
 from ._registry import INPLACE, OpDef, apply, building_graph, export, register
 from ._rules import Complex
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
-from .cast import requested_cast
+from .cast import accumulated_as
 from .elementwise import to_tensor
 
 
@@ -111,12 +111,11 @@ _CUMSUM = register(
 def _scan(op, x, dim, axis, dtype):
     """``op`` along ``dim`` (or NumPy's ``axis``), the input cast to ``dtype`` first."""
     x = to_tensor(x)
-    if dtype is not None:
-        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     a = pick_axis(dim, axis)
     if a is None:
         raise ArgumentTypeError(f"{op.name} needs a dim")
-    return apply(op, x, axis=normalize_axis(op.name, a, x.ndim))
+    a = normalize_axis(op.name, a, x.ndim)
+    return accumulated_as(op.name, x, dtype, lambda v: apply(op, v, axis=a), scan=True)
 
 
 @export(method=True)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import DTypeError, LinAlgError, ShapeError
+from ..errors import DTypeError, KernelDTypeError, LinAlgError, ShapeError
 from ..types import TensorType
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -55,7 +55,10 @@ def require_matrices(op, x, *, square=False):
             op=op,
         )
     if x.dtype not in _MATRIX_DTYPES:
-        raise DTypeError(
+        # (PyTorch has no 16-bit LAPACK kernel: NotImplementedError, as its "lu_cpu" not
+        # implemented for 'BFloat16'; integers a RuntimeError)
+        error = KernelDTypeError if x.dtype in (dt.float16, dt.bfloat16) else DTypeError
+        raise error(
             f"expected a float32, float64 or complex tensor, got {x.dtype} (PyTorch refuses "
             "integers and half precision here too; convert first, e.g. A.double())",
             op=op,

@@ -594,6 +594,10 @@ def _round(x, decimals: int = 0):
         raise KernelDTypeError(
             f"rounding to decimals needs a floating tensor, got {x.dtype}", op="round"
         )
+    if x.dtype in (dt.float16, dt.bfloat16):
+        # PyTorch's kernel scales, rounds and unscales a 16-bit value in float32, rounding
+        # once (0.3496 in bfloat16 times 10 would round to 3.5 first, then to 4)
+        return E.cast(_round(E.cast(x, dt.float32), decimals), x.dtype)
     scale = 10.0 ** abs(decimals)
     if decimals > 0:
         return _round_to_integers(x * scale) / scale

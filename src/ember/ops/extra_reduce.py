@@ -21,7 +21,8 @@ from . import api as E
 from ._node_names import renames
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
-from ._util import normalize_axis, reduction_cost, refuse_complex
+from ._util import normalize_axes, normalize_axis, reduction_cost, refuse_complex
+from .cast import accumulated_as
 from .elementwise import to_tensor
 
 cummax_t = return_types.cummax
@@ -224,6 +225,10 @@ _SELECT = register(
 
 def _selected(kind, x, dim, keepdim):
     x = to_tensor(x)
+    if kind in _SCANS and x.ndim and 0 in tuple(x.shape) and isinstance(dim, int):
+        # PyTorch returns an empty tensor's running maxima/minima before it reads the dim,
+        # so even an out-of-range one is accepted: every axis gives the same empty result
+        dim = 0
     axis = normalize_axis(kind, dim, max(x.ndim, 1))  # (PyTorch checks the dim first)
     if x.ndim and x.shape[axis] == 0 and kind not in _SCANS:  # (then its size: before dtypes)
         raise AxisError(
@@ -324,12 +329,19 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     """sum with NaN counted as 0 (the gradient is 0 there). Complex tensors are refused, as
     PyTorch does."""
     x = to_tensor(input)
-    refuse_complex("nansum", x, reason="nansum on CPU does not support complex inputs (as PyTorch)")
+    if dim is not None:
+        normalize_axes("nansum", dim, x.ndim)  # (PyTorch checks the dims before the dtype)
+    reason = "nansum on CPU does not support complex inputs (as PyTorch)"
+    refuse_complex("nansum", x, reason=reason)
     if dtype is not None:
-        x = E.cast(x, dtype)
-    if x.dtype.is_floating_point:
-        x = E.where(x != x, 0.0, x)
-    return E.sum(x, dim, keepdim) if dim is not None else E.sum(x, keepdim=keepdim)
+        refuse_complex("nansum", TensorType((), dt.as_dtype(dtype)), reason=reason)
+
+    def total(v):
+        if v.dtype.is_floating_point:
+            v = E.where(v != v, 0.0, v)
+        return E.sum(v, dim, keepdim) if dim is not None else E.sum(v, keepdim=keepdim)
+
+    return accumulated_as("nansum", x, dtype, total)
 
 
 @export(method=True)

@@ -111,6 +111,8 @@ def logcumsumexp(input, dim: int):
     is the previous one log-added to the next element. Float tensors only, as in PyTorch."""
     x = to_tensor(input)
     axis = normalize_axis("logcumsumexp", dim, max(x.ndim, 1))  # (PyTorch checks it first)
+    if x.dtype.is_complex:
+        return E.clone(x) if x.ndim == 0 else _complex_scan(x, axis)
     if not x.dtype.is_floating_point:
         raise KernelDTypeError(
             f"logcumsumexp is defined for float tensors, got {x.dtype}", op="logcumsumexp"
@@ -118,3 +120,22 @@ def logcumsumexp(input, dim: int):
     if x.ndim == 0:
         return E.clone(x)
     return apply(_LOGCUMSUMEXP, x, axis=axis)
+
+
+def _complex_scan(x, axis: int):
+    """PyTorch's complex running log-add-exp, step by step in ember ops (so it differentiates
+    and captures): the first element as it is, then ``hi + log(1 + exp(lo - hi))`` with ``hi``
+    whichever of the running value and the next element has the larger real part (the first
+    on a tie), so imaginary parts add up as PyTorch's do rather than wrapping to the
+    principal logarithm. (Its special cases of infinite real parts are not reproduced.)"""
+    pieces = E.unbind(x, axis)
+    if not pieces:
+        return E.clone(x)
+    running = pieces[0]
+    out = [running]
+    for piece in pieces[1:]:
+        first = E.real(running) >= E.real(piece)
+        hi, lo = E.where(first, running, piece), E.where(first, piece, running)
+        running = hi + E.log(1 + E.exp(lo - hi))
+        out.append(running)
+    return E.stack(out, axis)

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError, ShapeError
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import _onnx
@@ -221,7 +221,10 @@ def _require_matrix(op, x):
             op=op,
         )
     if x.dtype not in (dt.float32, dt.float64, dt.complex64, dt.complex128):
-        raise DTypeError(
+        # (PyTorch has no 16-bit LAPACK kernel: NotImplementedError, as its "lu_cpu" not
+        # implemented for 'BFloat16'; integers a RuntimeError)
+        error = KernelDTypeError if x.dtype in (dt.float16, dt.bfloat16) else DTypeError
+        raise error(
             f"singular values need a float32, float64 or complex tensor, got {x.dtype} (PyTorch "
             "refuses low precision here too)",
             op=op,

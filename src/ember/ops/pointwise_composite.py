@@ -13,11 +13,17 @@ from __future__ import annotations
 import ml_dtypes
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError
+from ..errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    AutogradError,
+    DTypeError,
+    KernelDTypeError,
+)
 from . import _item_scalars as _items
 from . import api as E
 from ._node_names import rename_node, renames
-from ._registry import TensorBase, export
+from ._registry import TensorBase, export, is_grad_enabled
 from .elementwise import promote, to_tensor
 
 
@@ -33,6 +39,12 @@ def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: flo
     gradient passes where the input is finite and is 0 elsewhere, as in PyTorch."""
     x = to_tensor(input)
     if x.dtype.is_complex:  # (PyTorch's: the real and imaginary parts each replaced)
+        if x.requires_grad and is_grad_enabled():
+            raise AutogradError(
+                "nan_to_num does not support automatic differentiation for outputs with "
+                f"complex dtype (shape {tuple(x.shape)}, {x.dtype.name}), as in PyTorch",
+                op="nan_to_num",
+            )
         parts = (nan_to_num(part, nan, posinf, neginf) for part in (E.real(x), E.imag(x)))
         return E.complex(*parts)
     if not x.dtype.is_floating_point:

@@ -35,7 +35,7 @@ from ._util import (
     reduction_cost,
     value_bytes,
 )
-from .cast import requested_cast
+from .cast import accumulated_as
 from .elementwise import to_tensor
 
 
@@ -230,10 +230,8 @@ _SUM = register(
 def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Sum over ``dim`` (all dimensions by default); ints and bools sum to int64."""
     x = to_tensor(x)
-    if dtype is not None:
-        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("sum", x, dim, axis, keepdim, keepdims)
-    return apply(_SUM, x, axes=axes, keepdims=keep)
+    return accumulated_as("sum", x, dtype, lambda v: apply(_SUM, v, axes=axes, keepdims=keep))
 
 
 @export(method=True)
@@ -304,10 +302,8 @@ _PROD = register(
 def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Product over ``dim`` (all dimensions by default)."""
     x = to_tensor(x)
-    if dtype is not None:
-        x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     axes, keep = _args("prod", x, dim, axis, keepdim, keepdims)
-    return apply(_PROD, x, axes=axes, keepdims=keep)
+    return accumulated_as("prod", x, dtype, lambda v: apply(_PROD, v, axes=axes, keepdims=keep))
 
 
 # ------------------------------------------------------------------------------- max and min
@@ -514,7 +510,9 @@ def _bool_reduce(name, fn):
         if x.dtype.is_complex:  # (PyTorch's truth of a complex number: either part non-zero)
             x = E.ne(x, 0)
         axes, keep = _args(name, x, dim, axis, keepdim, keepdims, empty_is_all=False)
-        return apply(op, x, axes=axes, keepdims=keep)
+        out = apply(op, x, axes=axes, keepdims=keep)
+        # PyTorch keeps uint8 for a uint8 tensor's all/any (its result type before bool)
+        return E.cast(out, dt.uint8) if x.dtype is dt.uint8 else out
 
     public.__name__ = public.__qualname__ = name
     public.__doc__ = op.doc

@@ -219,6 +219,12 @@ def clip(x, min=None, max=None):
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
         return _clip_tensors(to_tensor(x), min, max)
     x = to_tensor(x)
+    if any(isinstance(b, complex) for b in (min, max)):
+        raise DTypeError(
+            f"a complex bound ({min}, {max}) cannot be converted to a real number (tensor of "
+            f"shape {tuple(x.shape)}, {x.dtype.name}), as in PyTorch",
+            op="clamp",
+        )
     # the bounds promote like scalars of an elementwise op: an int tensor with a float bound
     # is a default-float result, a bool tensor with an int bound int64 (PyTorch's clamp)
     dtype = dt.result_type(x, *[b for b in (min, max) if b is not None])
