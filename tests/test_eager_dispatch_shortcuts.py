@@ -150,6 +150,23 @@ def test_the_resize_warning_still_names_the_callers_line():
     assert tuple(out.shape) == (3, 4)
 
 
+def test_the_resize_warning_names_the_callers_line_past_torch_function_wrappers():
+    # (a Tensor subclass with __torch_function__ puts a wrapper frame between the user and
+    # the public function: the warning's stack level is counted, not fixed)
+    class Tagged(ember.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    ea = ember.tensor(_RNG.standard_normal((3, 4)).astype(np.float32))
+    for out in (ember.empty(2), ember.empty(2).as_subclass(Tagged)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ember.add(ea, ea, out=out)
+        (warning,) = [w for w in caught if "resized" in str(w.message)]
+        assert warning.filename == __file__
+
+
 def test_api_names_follow_a_later_export():
     name = "_eager53_probe"
     first, second = (lambda x: x), (lambda x: -x)

@@ -29,6 +29,16 @@ def user_frame():
     return None
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning raised by this function's caller names the user's
+    line: counted, since the frames between depend on the path taken (a wrapper such as
+    ``__torch_function__``'s adds one)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 1
+
+
 def user_location() -> str:
     """'file:line' of the innermost frame outside ember, or '' when called from ember alone."""
     frame = user_frame()

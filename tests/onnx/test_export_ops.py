@@ -54,6 +54,7 @@ NO_ONNX = {
     "random_binomial": _RANDOM,
     "random_poisson": _RANDOM,
     "cholesky": _LINALG,
+    "cholesky_solve": _LINALG,
     "eigh": _LINALG,
     "eigvalsh": _LINALG,
     "inv": _LINALG,

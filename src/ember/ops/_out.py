@@ -19,7 +19,7 @@ import functools
 import warnings
 
 from .. import dtypes as dt
-from ..errors import ArgumentTypeError, EmberError
+from ..errors import ArgumentTypeError, EmberError, user_stacklevel
 from ._registry import TensorBase as Tensor
 from ._registry import is_grad_enabled, set_grad_enabled_flag
 
@@ -105,7 +105,7 @@ def _write_one(name: str, result, out, warn: bool) -> None:
                     "can explicitly reuse an out tensor t by resizing it, inplace, to zero "
                     "elements with t.resize_(0).",
                     UserWarning,
-                    stacklevel=4,
+                    stacklevel=user_stacklevel(),
                 )
             out.resize_(*shape)
         out.copy_(result)
