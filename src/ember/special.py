@@ -16,7 +16,7 @@ from .ops import extra_math as _m
 from .ops import special_functions as _sf
 from .ops._registry import apply
 from .ops._torch_keywords import with_out as _with_out
-from .ops.elementwise import to_tensor
+from .ops.promotion import to_tensor
 
 __all__ = [
     "airy_ai",
@@ -256,7 +256,7 @@ def gammaincc(input, other):
 def zeta(input, other):
     """The Hurwitz zeta function zeta(input, other); a gradient in ``other`` only, as
     PyTorch's."""
-    from .ops.elementwise import promote
+    from .ops.promotion import promote
 
     return apply(_sf.ZETA, *promote(input, other, floating=True))
 

@@ -12,7 +12,7 @@ from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeEr
 from ..grad_mode import is_grad_enabled
 from ..ops import api as E
 from ..ops._util import fmt_shape, normalize_axis, numel, refuse_complex
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 

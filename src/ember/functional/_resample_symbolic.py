@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import api as E
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..symbolic import SymDim
 
 

@@ -29,13 +29,13 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node, renames
 from ..ops._registry import TensorBase, apply, building_graph, export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
 from ..ops.gelu import GELU, GELU_TANH
 from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
 from ..ops.log_sigmoid import LOG_SIGMOID
 from ..ops.piecewise import HARDSIGMOID, HARDSWISH, LEAKY_RELU
 from ..ops.prelu import PRELU
+from ..ops.promotion import to_tensor
 from ..ops.shrink import HARDSHRINK, SOFTSHRINK, THRESHOLD
 from ..ops.smooth_activations import ELU, SILU, SOFTPLUS
 from . import _item_activations as IA

@@ -17,8 +17,8 @@ from ..ops import api as E
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
 from ..ops.piecewise import LEAKY_RELU
+from ..ops.promotion import to_tensor
 from ..ops.random import bernoulli_scalar
 from ..ops.rrelu_noise import rrelu_slopes
 from ..random import resolve

@@ -30,7 +30,7 @@ from ..ops._node_names import rename_node
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.attention import ATTENTION
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ._common import float_input
 from .dropout import dropout
 from .softmax import stable_softmax

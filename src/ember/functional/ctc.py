@@ -16,7 +16,7 @@ from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._registry import apply, export
 from ..ops.ctc import CTC_LOSS
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ._common import float_input, reduction_arg
 
 

@@ -17,7 +17,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import promote, to_tensor
+from ..ops.promotion import promote, to_tensor
 from ._common import dim_arg, float_input, reduce_loss, reduction_arg
 
 

@@ -23,7 +23,7 @@ from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..ops.random import bernoulli_scalar
 from ._common import float_input, refuse_complex_draw
 

@@ -19,7 +19,7 @@ from ..ops import api as E
 from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..ragged import RaggedTensor
 from ..tensor import Tensor
 from ._common import float_input, refuse_complex_grad

@@ -23,8 +23,8 @@ from ..ops import api as E
 from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
 from ..ops.extra_random import standard_exponential
+from ..ops.promotion import to_tensor
 from ..ops.segment import segment
 from ._common import concrete, dim_arg, float_input
 from .embedding import embedding

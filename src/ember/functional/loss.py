@@ -26,7 +26,7 @@ from ..ops._index_plan import IndexOutOfRangeError
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ._common import check_same_shape, concrete, float_input, reduce_loss, reduction_arg
 from .softmax import log_softmax
 

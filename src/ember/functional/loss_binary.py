@@ -16,7 +16,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node
 from ..ops._registry import export
 from ..ops._util import broadcast_shapes, fmt_shape
-from ..ops.elementwise import promote
+from ..ops.promotion import promote
 from ._common import concrete, float_input, reduce_loss, reduction_arg
 from .activation import logsigmoid
 

@@ -23,7 +23,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import promote, to_tensor
+from ..ops.promotion import promote, to_tensor
 from ._common import concrete, float_input, reduce_loss, reduction_arg, refuse_complex_grad
 from .activation import logsigmoid, softplus
 

@@ -16,7 +16,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import promote
+from ..ops.promotion import promote
 from ..ops.robust_losses import HUBER, SMOOTH_L1
 from ._common import broadcast_target, float_input, reduce_loss, reduction_arg
 

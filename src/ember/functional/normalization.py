@@ -29,9 +29,9 @@ from ..ops._registry import TensorBase, apply, constant, export
 from ..ops._registry import _state as _reg_state
 from ..ops._util import fmt_shape, numel
 from ..ops.batch_norm import BATCH_NORM_EVAL, BATCH_NORM_TRAIN
-from ..ops.elementwise import to_tensor
 from ..ops.group_norm import GROUP_NORM
 from ..ops.layer_norm import LAYER_NORM
+from ..ops.promotion import to_tensor
 from ..tensor import Tensor
 from ._common import dim_arg, float_input
 

@@ -16,7 +16,7 @@ from ..ops import api as E
 from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape, require_kernel_dtype
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..symbolic import SymDim
 
 

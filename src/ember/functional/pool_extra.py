@@ -19,7 +19,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import renames
 from ..ops._registry import export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ._common import concrete, float_input
 
 

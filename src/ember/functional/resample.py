@@ -28,8 +28,8 @@ from ..ops._linspace_values import linspace_values
 from ..ops._node_names import rename_node, renames
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape, refuse_complex, require_kernel_dtype
-from ..ops.elementwise import to_tensor
 from ..ops.grid_sample import GRID_SAMPLE
+from ..ops.promotion import to_tensor
 from ..ops.resample import LINEAR_RESAMPLE
 from ..symbolic import SymDim, is_symbolic
 from . import _resample_symbolic as _symbolic

@@ -19,7 +19,7 @@ from ..errors import ArgumentError, EmberError
 from ..grad_mode import InferenceVersion
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, TensorBase, export
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from .distance import margin_ranking_terms
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}

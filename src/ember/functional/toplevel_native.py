@@ -17,7 +17,7 @@ from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, export
 from ..ops._util import fmt_shape, refuse_complex
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..ops.random import bernoulli_scalar
 
 # ------------------------------------------------------------------------------- norms

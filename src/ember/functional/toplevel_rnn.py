@@ -9,7 +9,7 @@ from ..errors import ArgumentError, ShapeError
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, PUBLIC, export
 from ..ops._util import fmt_shape
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 
 
 def _layers(

@@ -98,7 +98,7 @@ def _int_entry(op: str, i: int, n: int, dim: int, shape) -> int:
 
 def _as_index_tensor(op: str, item):
     """A list or NumPy array used as an index, as an ember tensor (int64 or bool)."""
-    from .elementwise import to_tensor
+    from .promotion import to_tensor
 
     arr = np.asarray(item)
     if arr.dtype.kind not in "biu":

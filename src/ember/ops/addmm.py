@@ -26,8 +26,8 @@ from ._util import (
     require_same_dtype,
     value_bytes,
 )
-from .elementwise import promote
 from .linalg import matmul
+from .promotion import promote
 
 
 def _addmm_infer(input, mat1, mat2, *, beta, alpha):

@@ -3,7 +3,7 @@
 ``clip`` are in ops/where.py).
 
 Primitives here are strict: they take operands of one dtype (shapes broadcast). The public
-functions promote first (``elementwise.promote``), so ``float32_tensor * 2.5`` stays float32.
+functions promote first (``promotion.promote``), so ``float32_tensor * 2.5`` stays float32.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ._created_nan import positive_created_nan
 from ._registry import OpDef, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
-from .elementwise import _direct_inplace, _is_tensor, promote, scalar_array
+from .elementwise import _direct_inplace
+from .promotion import _is_tensor, promote, scalar_array
 
 _new_tuple = tuple.__new__
 

@@ -14,7 +14,7 @@ from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._searchsorted_onnx import binary_search
 from ._util import elementwise_cost, reduction_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # --------------------------------------------------------------------------------- histc
 

@@ -17,7 +17,7 @@ from ..errors import KernelDTypeError
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 
 def _require_integral(name, *types, bools=True):

@@ -20,7 +20,7 @@ from . import api as E
 from ._registry import OpDef, TensorBase, apply, export, is_grad_enabled, register
 from ._rules import Complex
 from ._util import memory_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _cast_kernel(x, *, dtype):

@@ -21,7 +21,7 @@ from ..errors import DTypeError, EmberError, user_location
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex, Effect
 from ._util import same_type
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 class CheckFailedError(EmberError, RuntimeError):

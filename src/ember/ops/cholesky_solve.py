@@ -27,7 +27,7 @@ from .decompositions import (
     mH,
     require_matrices,
 )
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _infer(b, factor, *, upper):

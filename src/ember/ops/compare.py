@@ -11,7 +11,7 @@ from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 
 def _onnx_compare(op_type, negate=False):

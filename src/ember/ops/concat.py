@@ -25,7 +25,7 @@ from ._util import (
     normalize_axis,
     pick_axis,
 )
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 from .shape import RESHAPE, squeeze
 
 # ------------------------------------------------------------------------------ concat/split

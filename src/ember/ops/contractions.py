@@ -22,8 +22,8 @@ from ._node_names import rename_node
 from ._registry import apply, export
 from ._util import broadcast_shapes, check_scalars, fmt_shape, normalize_axis
 from .cdist_direct import away_from_zero as _away_from_zero
-from .elementwise import to_tensor
 from .linalg import matmul
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------- tensordot
 

@@ -18,7 +18,7 @@ from ._autocast import Autocast, autocasts
 from ._registry import apply, building_graph, export
 from ._util import fmt_shape, half_precision
 from .conv import CONV, CONV_INPUT_GRAD, label
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def int_tuple(name: str, what: str, value, nd: int, positive: bool = True) -> tuple:

@@ -10,7 +10,7 @@ from . import _memory_format, _onnx
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import memory_cost, same_type
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 COPY = register(
     OpDef(

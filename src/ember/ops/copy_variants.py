@@ -7,7 +7,7 @@ that tracking.)"""
 from __future__ import annotations
 
 from ._registry import export
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 __all__: list = []
 

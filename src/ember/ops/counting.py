@@ -22,7 +22,7 @@ from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import memory_cost, normalize_axis
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .sorting import _rows, grouped, select_parts, unique_infer
 
 # --------------------------------------------------------------------- unique_consecutive

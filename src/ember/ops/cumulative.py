@@ -26,7 +26,7 @@ from ._registry import INPLACE, OpDef, apply, building_graph, export, register
 from ._rules import Complex
 from ._util import elementwise_cost, normalize_axis, pick_axis, value_bytes
 from .cast import accumulated_as
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _out_dtype(d):

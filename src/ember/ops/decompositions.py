@@ -24,7 +24,7 @@ from ._autocast import Autocast, autocasts
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, io_bytes, numel
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------ helpers
 

@@ -10,7 +10,7 @@ from . import api as E
 from ._node_names import renames
 from ._registry import TensorBase, export
 from ._util import normalize_axis
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------ dist, equal
 

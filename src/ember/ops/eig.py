@@ -26,7 +26,7 @@ from ._autocast import Autocast, autocasts
 from ._registry import apply
 from ._rules import Complex
 from .decompositions import _linalg_op, require_matrices
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _check(op, a):

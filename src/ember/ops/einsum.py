@@ -35,7 +35,7 @@ from ._matmul_kernels import matmul_fast
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Autocast, Complex
 from ._util import fmt_shape, half_precision, io_bytes, require_same_dtype, value_bytes
-from .elementwise import promote
+from .promotion import promote
 
 _LETTERS = string.ascii_letters  # einsum's alphabet: 52 labels
 _HALF = (dt.float16.np, dt.bfloat16.np)

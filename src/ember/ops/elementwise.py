@@ -1,6 +1,6 @@
-"""Elementwise unary math primitives, and the promotion helpers every elementwise family uses
-(`promote`, `to_tensor`, `scalar_array`). Binary arithmetic is in ops/binary.py, ``where`` and
-``clip`` in ops/where.py, ``cast`` in ops/cast.py.
+"""Elementwise unary math primitives. The promotion helpers every elementwise family uses
+(`promote`, `to_tensor`, `scalar_array`) are in ops/promotion.py, binary arithmetic in
+ops/binary.py, ``where`` and ``clip`` in ops/where.py, ``cast`` in ops/cast.py.
 
 Primitives are strict: binary ops take operands of one dtype (shapes broadcast). The public
 functions do the promotion (``dtypes.result_type``): they cast tensors and turn Python scalars
@@ -15,23 +15,18 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import KernelDTypeError
-from ..symbolic import SymDim
 from ..types import TensorType
 from . import _onnx
 from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._created_nan import negative_domain, positive_created_nan
-from ._data import to_array
 from ._registry import (
     PUBLIC,
     OpDef,
-    TensorBase,
     apply,
     building_graph,
-    constant,
     export,
-    is_traced,
     register,
 )
 from ._rules import Clamp, Complex
@@ -45,88 +40,7 @@ from ._util import (
     value_bytes,
     zero_input_grad,
 )
-
-
-def _is_tensor(x) -> bool:
-    return isinstance(x, TensorBase)
-
-
-def scalar_array(value, dtype) -> np.ndarray:
-    """A Python value as an array of ``dtype``. An int wraps around into a narrower integer
-    dtype (``uint8_tensor - 1`` subtracts 255's bits, as PyTorch does; NumPy 2 refuses)."""
-    if type(value) is int and dtype.is_integer:
-        return np.asarray(value).astype(dtype.np)
-    return np.asarray(value, dtype=dtype.np)
-
-
-def to_tensor(x, dtype=None):
-    """A Tensor from a tensor, array, list or scalar (cast to ``dtype`` if given)."""
-    if _is_tensor(x):
-        return x if dtype is None or x.dtype is dtype else E.cast(x, dtype)
-    if is_traced(x):
-        # a traced .item(): the graph value its number is read from, as a weak scalar is typed
-        return x.tensor_for(dtype)
-    if isinstance(x, SymDim):  # a symbolic size (mean over a batch N): filled in at run time
-        from .creation import _FULL
-
-        return apply(_FULL, shape=(), value=x, dtype=dtype or dt.int64)
-    if dtype is not None:
-        return constant(scalar_array(x, dtype))
-    return constant(to_array(x, None))
-
-
-def _keeps_dtype(dtype, scalar, floating: bool) -> bool:
-    """Whether a Python scalar leaves a tensor's dtype as it is (it is weak and not of a higher
-    category): a float with a floating tensor, an int with a floating or integer one (unless
-    the op needs floating point)."""
-    kind = type(scalar)
-    if kind is float or floating:
-        return kind in (float, int) and dtype.is_floating_point
-    return kind is int and (dtype.is_floating_point or dtype.is_integer)
-
-
-def promote(*operands, floating: bool = False):
-    """Bring operands to one dtype by the promotion rules; scalars become weak constants.
-
-    ``floating=True`` (true division, float math): an integer or bool result becomes the default
-    float dtype, as in PyTorch.
-    """
-    if len(operands) == 2:  # fast paths: two tensors of one dtype; a tensor and a weak scalar
-        x, y = operands
-        if isinstance(x, TensorBase):
-            dtype = x.dtype
-            if isinstance(y, TensorBase):
-                if y.dtype is dtype and (
-                    not floating or dtype.is_floating_point or dtype.is_complex
-                ):
-                    return operands
-            elif _keeps_dtype(dtype, y, floating):
-                return x, constant(scalar_array(y, dtype))
-        elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
-            return constant(scalar_array(x, y.dtype)), y
-    elif operands and isinstance(operands[0], TensorBase):  # (torch.cat of many: one dtype)
-        dtype = operands[0].dtype
-        same = not floating or dtype.is_floating_point or dtype.is_complex
-        for x in operands:
-            if not same:
-                break
-            same = isinstance(x, TensorBase) and x.dtype is dtype
-        if same:
-            return list(operands)
-    operands = [
-        x
-        if _is_tensor(x)
-        or isinstance(x, (bool, int, float, complex, SymDim))
-        or is_traced(x)  # (a traced .item(): a weak scalar, typed below)
-        else to_tensor(x)
-        for x in operands
-    ]
-    # a symbolic size is a weak int, like the Python int it will be when the graph runs
-    target = dt.result_type(*[1 if isinstance(x, SymDim) else x for x in operands])
-    if floating and not (target.is_floating_point or target.is_complex):
-        target = dt.get_default_dtype()
-    return [to_tensor(x, target) for x in operands]
-
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------- unary ops
 

@@ -21,7 +21,8 @@ from ._registry import PUBLIC, building_graph, export
 from ._rules import Complex
 from ._util import normalize_axis, refuse_complex, size_from_values
 from .checks import check
-from .elementwise import _unary, promote, to_tensor
+from .elementwise import _unary
+from .promotion import promote, to_tensor
 
 aminmax_t = return_types.aminmax
 

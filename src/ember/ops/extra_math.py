@@ -27,7 +27,8 @@ from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, is_tra
 from ._rules import Complex
 from ._util import elementwise_cost, require_float, same_type
 from .binary import _binary
-from .elementwise import _unary, promote, to_tensor
+from .elementwise import _unary
+from .promotion import promote, to_tensor
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
 

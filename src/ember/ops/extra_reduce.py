@@ -23,7 +23,7 @@ from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
 from ._util import normalize_axes, normalize_axis, reduction_cost, refuse_complex
 from .cast import accumulated_as
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 cummax_t = return_types.cummax
 cummin_t = return_types.cummin

@@ -21,8 +21,8 @@ from ._autocast import Autocast, autocasts
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
 from ._util import broadcast_shapes, check_scalars, normalize_axis
-from .elementwise import promote, to_tensor
 from .pad import pad
+from .promotion import promote, to_tensor
 
 
 @export(method=True)

@@ -31,7 +31,7 @@ from ._onnx_complex import fft_rule
 from ._registry import Cost, OpDef, apply, constant, register
 from ._rules import Complex
 from ._util import normalize_axis, numel
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 _NORMS = ("backward", "ortho", "forward")
 _SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}

@@ -42,7 +42,7 @@ from ._util import (
     require_source_dtype,
     same_type,
 )
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 # -------------------------------------------------------------------------------- shape rules
 

@@ -20,7 +20,7 @@ from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import fmt_shape
 from .decompositions import cubic_cost, require_matrices
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ----------------------------------------------------------------------------------- geqrf
 

@@ -23,7 +23,6 @@ from ._index_plan import (
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, fmt_shape, memory_cost, numel, require_source_dtype, same_type
-from .elementwise import to_tensor
 from .indexing import (
     _INDEX,
     GETITEM,
@@ -33,6 +32,7 @@ from .indexing import (
     _out_of_range,
     _scatter_entries,
 )
+from .promotion import to_tensor
 
 # -------------------------------------------------------------------------------- index_put
 

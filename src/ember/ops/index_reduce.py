@@ -11,7 +11,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
 from ._registry import export
 from ._util import normalize_axis, refuse_complex
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 _REDUCES = ("prod", "mean", "amax", "amin")
 

@@ -41,7 +41,7 @@ from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._scatter_kernels import add_slices
 from ._util import broadcast_shapes, fmt_shape, memory_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ---------------------------------------------------------------------------- basic indexing
 

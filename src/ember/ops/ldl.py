@@ -19,7 +19,7 @@ from ..types import TensorType
 from ._registry import OpDef, apply, building_graph, register
 from ._util import broadcast_shapes, fmt_shape
 from .decompositions import batch_label, cubic_cost, require_matrices
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------ ldl_factor
 

@@ -22,11 +22,11 @@ from . import api as E
 from ._registry import export
 from ._util import fmt_shape
 from .decompositions import mH, mT, require_matrices, solve, solve_triangular
-from .elementwise import to_tensor
 from .householder import householder_product
 from .lu import lu_factor_ex
 from .lu import lu_solve as _linalg_lu_solve
 from .norms import matrix_norm, vector_norm
+from .promotion import to_tensor
 from .spectral import eigh, qr, svd
 
 

@@ -52,7 +52,7 @@ from ._util import (
     require_same_dtype,
     value_bytes,
 )
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import matmul as sparse_matmul
 

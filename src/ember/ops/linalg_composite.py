@@ -19,7 +19,7 @@ from ._autocast import Autocast, autocasts
 from ._registry import TensorBase, apply, building_graph, export
 from ._util import fmt_shape, normalize_axis
 from .decompositions import INV, require_matrices, solve
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .spectral import EIGVALSH, PINV, default_tolerances
 
 # ----------------------------------------------------------------------------------- lstsq

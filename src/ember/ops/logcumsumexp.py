@@ -27,7 +27,7 @@ from . import _onnx
 from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import elementwise_cost, normalize_axis, same_type
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # the accumulator PyTorch's CPU kernel carries (at::acc_type): wider than the stored dtype
 _ACC = {

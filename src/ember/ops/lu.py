@@ -23,7 +23,7 @@ from ._registry import OpDef, apply, building_graph, export, register
 from ._rules import Complex
 from ._util import fmt_shape
 from .decompositions import _linalg_op, batch_label, mH, mT, require_matrices, solve_triangular
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------- lu_factor
 

@@ -16,7 +16,7 @@ from ._registry import apply, export
 from ._rules import Complex
 from ._util import fmt_shape
 from .decompositions import _linalg, _linalg_op, mH
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _infer(a):

@@ -17,7 +17,7 @@ from ._util import (
     require_float_or_complex,
 )
 from .cast import requested_cast
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .reduce import _MAX, _SUM, _args, reduced_shape, sum
 
 

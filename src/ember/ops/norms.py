@@ -30,7 +30,7 @@ from ._half import square_sum
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, io_bytes, normalize_axes, normalize_axis, numel, reduction_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .reduce import _keepdim_shape, reduced_shape
 
 # ------------------------------------------------------------------------------ vector_norm

@@ -22,7 +22,7 @@ from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # --------------------------------------------------------------------------------------- pad
 

@@ -20,7 +20,8 @@ from ._created_nan import negative_domain, positive_created_nan
 from ._registry import PUBLIC, apply, export
 from ._rules import Complex
 from .binary import _binary, _check_divisor, _reduce_to
-from .elementwise import _unary, to_tensor
+from .elementwise import _unary
+from .promotion import to_tensor
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

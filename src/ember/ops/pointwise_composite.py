@@ -24,7 +24,7 @@ from . import _item_scalars as _items
 from . import api as E
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, export, is_grad_enabled
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 
 def _finite_bounds(dtype) -> tuple[float, float]:

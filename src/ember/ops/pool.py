@@ -48,7 +48,6 @@ from ._util import (
     zero_input_grad,
 )
 from .conv_functional import int_tuple
-from .elementwise import to_tensor
 from .pool_codes import (
     code_dtype,
     flat_from_codes,
@@ -57,6 +56,7 @@ from .pool_codes import (
     window_of,
 )
 from .program import Input
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------- geometry
 

@@ -25,7 +25,6 @@ from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._util import fmt_shape, io_bytes, require_kernel_dtype
-from .elementwise import to_tensor
 from .pool import (
     MAX_POOL,
     check_dtype,
@@ -35,6 +34,7 @@ from .pool import (
     plane_strides,
     unbatch,
 )
+from .promotion import to_tensor
 
 
 def adaptive_windows(n: int, o: int):

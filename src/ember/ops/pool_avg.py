@@ -24,8 +24,8 @@ from ._node_names import pool_node_name
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
-from .elementwise import to_tensor
 from .pool import check_pool_args, unbatch, window_slices
+from .promotion import to_tensor
 
 
 def _geometry(in_size, kernel, stride, padding, ceil_mode):

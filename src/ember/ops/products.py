@@ -12,8 +12,8 @@ from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import export
 from ._util import fmt_shape
-from .elementwise import promote, to_tensor
 from .linalg import linear, matmul
+from .promotion import promote, to_tensor
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import mm as sparse_mm
 

@@ -10,8 +10,8 @@ from ..errors import AxisError, DTypeError, IndexTypeError
 from . import api as E
 from ._registry import building_graph, export
 from ._util import numel
-from .elementwise import to_tensor
 from .index_put import index_put
+from .promotion import to_tensor
 
 
 @export(method=True, inplace=True)

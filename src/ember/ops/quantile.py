@@ -20,7 +20,7 @@ from ..errors import ArgumentError, DTypeError, EmberError, ShapeError
 from . import api as E
 from ._registry import _state, export
 from ._util import normalize_axis, refuse_complex
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 

@@ -34,7 +34,7 @@ from ..kernels import cq8
 from ..types import TensorType
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, require_float
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 

@@ -28,7 +28,7 @@ from ._util import (
     size_arg,
     value_bytes,
 )
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 
 def _float_dtype(dtype):

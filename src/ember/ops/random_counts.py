@@ -20,7 +20,7 @@ from ..types import TensorType
 from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_float, same_type
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # --------------------------------------------------------------------------------- poisson
 

@@ -34,7 +34,7 @@ from ._onnx_complex import part as _part
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, memory_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 _G = Complex.GRADIENT
 

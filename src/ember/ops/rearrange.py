@@ -24,7 +24,7 @@ from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ------------------------------------------------------------------------------------ roll
 

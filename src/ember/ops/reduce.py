@@ -36,7 +36,7 @@ from ._util import (
     value_bytes,
 )
 from .cast import accumulated_as
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def reduced_shape(shape, axes, keepdims) -> tuple:

@@ -28,7 +28,7 @@ from ..random import resolve
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import elementwise_cost, fmt_shape
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _multinomial_infer(p, *, num_samples, replacement, generator):

@@ -40,8 +40,8 @@ from ._util import (
     require_source_dtype,
     same_type,
 )
-from .elementwise import to_tensor
 from .gather import _GATHER, _SCATTER, _SCATTER_ADD, _check_index, _gather_for_src, _leading
+from .promotion import to_tensor
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 # PyTorch takes "max" and "min" for "amax" and "amin" without documenting them

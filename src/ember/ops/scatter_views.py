@@ -14,8 +14,8 @@ from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
 from ._util import check_scalars, normalize_axis
-from .elementwise import to_tensor
 from .norms import vector_norm
+from .promotion import to_tensor
 
 
 def _fmt(shape) -> str:

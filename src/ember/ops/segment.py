@@ -32,7 +32,7 @@ from ..types import TensorType
 from . import api as E
 from ._registry import Cost, OpDef, apply, export, register
 from ._util import fmt_shape, io_bytes, numel
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 class RowSplitsError(ShapeError):

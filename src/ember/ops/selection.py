@@ -27,8 +27,8 @@ from ._util import (
     normalize_axis,
     size_from_values,
 )
-from .elementwise import to_tensor
 from .indexing import getitem
+from .promotion import to_tensor
 
 # ----------------------------------------------------------------------------- mask helpers
 

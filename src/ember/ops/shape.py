@@ -28,7 +28,7 @@ from ._util import (
     pick_axis,
     shape_arg,
 )
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # ----------------------------------------------------------------------------------- reshape
 

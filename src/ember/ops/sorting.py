@@ -40,7 +40,7 @@ from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._torch_order import sort_positions, topk_positions
 from ._util import fmt_shape, memory_cost, normalize_axis, numel, refuse_complex
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 # torch.return_types.sort / topk: (values, indices), also unpackable as a pair
 SortResult = return_types.sort

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from . import api as E
 from ._util import fmt_shape
-from .elementwise import promote
+from .promotion import promote
 from .sparse import SAMPLED_DOT_OP
 from .sparse_tensor import SparseTensor, _matrix, mm
 

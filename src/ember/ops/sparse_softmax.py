@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import TraceError
 from . import api as E
 from ._util import normalize_axes
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .sparse_tensor import SparseTensor
 
 

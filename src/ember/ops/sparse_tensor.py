@@ -28,7 +28,7 @@ from ._factory_kwargs import sparse_coo
 from ._index_plan import IndexOutOfRangeError
 from ._registry import TensorBase, export
 from ._util import fmt_shape, normalize_axes
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 from .sparse import SPARSE_MM_OP
 
 

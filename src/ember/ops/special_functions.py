@@ -27,8 +27,9 @@ from ..types import TensorType
 from . import api as E
 from ._registry import REGISTRY, OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost
-from .elementwise import _unary, promote, to_tensor
+from .elementwise import _unary
 from .extra_math import _scipy, _special
+from .promotion import promote, to_tensor
 
 __all__ = ["POLYNOMIALS", "UNDIFFERENTIATED"]
 

@@ -34,7 +34,7 @@ from .decompositions import (
     real_dtype,
     require_matrices,
 )
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _safe_div(num, den):

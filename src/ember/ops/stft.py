@@ -16,8 +16,8 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import SymDim, holds
 from . import api as E
 from ._registry import building_graph, constant, export
-from .elementwise import to_tensor
 from .fft import fft, ifft, irfft, rfft
+from .promotion import to_tensor
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ShapeError
 from . import api as E
 from ._registry import constant, export
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 @export(method=True)

@@ -16,7 +16,7 @@ from ._onnx import trilu
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis, shape_arg
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .shape import broadcast_to, flatten, reshape, unsqueeze
 
 # -------------------------------------------------------------------------------------- tile

@@ -19,7 +19,7 @@ from ..types import TensorType
 from . import api as E
 from ._registry import INPLACE, PUBLIC, OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 # ------------------------------------------------------------------------------ fmax / fmin
 

@@ -18,7 +18,7 @@ from . import api as E
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import memory_cost, normalize_axis
-from .elementwise import to_tensor
+from .promotion import to_tensor
 
 
 def _count(length: int, size: int, step: int) -> int:

@@ -17,7 +17,7 @@ from ..errors import ArgumentTypeError, ShapeError
 from ..types import TensorType
 from ._registry import OpDef, apply, export, register
 from ._util import memory_cost
-from .elementwise import to_tensor
+from .promotion import to_tensor
 from .shape import view_shape
 
 

@@ -25,7 +25,7 @@ from ._util import (
     same_type,
     value_bytes,
 )
-from .elementwise import promote, to_tensor
+from .promotion import promote, to_tensor
 
 
 def _where_infer(cond, x, y):

@@ -20,7 +20,7 @@ zero point their layer keeps (ops/quantize.py). A quantized model runs eagerly, 
 from __future__ import annotations
 
 from ..ops._registry import apply
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..ops.quantized import QUANTIZED_CONV2D, QUANTIZED_LINEAR
 from .convert import fold_batch_norm, quantize, quantize_dynamic
 from .modules import (

@@ -28,7 +28,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import EmberError, ShapeError
 from ..ops import api as E
-from ..ops.elementwise import to_tensor
+from ..ops.promotion import to_tensor
 from ..ops.segment import RowSplitsError, check_splits, expand_rows, segment
 from ..ops.varlen_attention import varlen_attention
 from ..tensor import Tensor
