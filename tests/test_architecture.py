@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.saved_hooks",
             "ember.autograd_graph",
             "ember.autograd_accumulate",
+            "ember.autograd_node",
             "ember.autograd_node_hooks",
             "ember.autograd_function",
             "ember.autograd_functional",
@@ -108,9 +109,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 # module cycles allowed, each with its reason
 ALLOWED_CYCLES = {
-    frozenset({"ember.tensor", "ember.autograd", "ember.autograd_accumulate"}): (
-        "a Tensor holds its grad_fn and backward() runs the engine; the engine and its leaves' "
-        "sink (autograd_accumulate) make Tensors"
+    frozenset(
+        {"ember.tensor", "ember.autograd", "ember.autograd_node", "ember.autograd_accumulate"}
+    ): (
+        "a Tensor holds its grad_fn and backward() runs the engine; the engine, its nodes "
+        "(autograd_node) and its leaves' sink (autograd_accumulate) make Tensors"
     ),
     # packages only (no module cycle): PyTorch's layout has the same three edges
     frozenset({"ember.distributed", "ember.nn", "ember.optim"}): (

@@ -35,7 +35,8 @@ import numpy as np
 from . import autograd_node_hooks as _node_hooks
 from . import dtypes as _dt
 from ._views import MULTI_OUTPUT
-from .autograd import _edge, _sequence
+from .autograd_accumulate import _sequence
+from .autograd_node import _edge
 from .errors import AutogradError, ShapeError
 from .grad_mode import is_grad_enabled, no_grad
 from .ops import _node_names

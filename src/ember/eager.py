@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _meta, _views
 from . import dtypes as _dt
-from .autograd import Node
+from .autograd_node import Node
 from .errors import EmberError, OutOfMemoryError
 from .ops import _registry as _reg
 from .tensor import Tensor
@@ -61,7 +61,7 @@ class EagerMode(_reg.Mode):
                 if t._requires_grad:
                     requires = True
             # the operand's type, for the op's rule and the tape: read off the array once
-            # (no Size made; `autograd._tensor_type`, inlined)
+            # (no Size made; `autograd_node._tensor_type`, inlined)
             data = t._data
             dtype = _BY_NP.get(data.dtype)
             if dtype is None:

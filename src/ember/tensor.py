@@ -277,7 +277,7 @@ class Tensor(_reg.TensorBase):
                 "cannot register a hook on a tensor that does not require grad", op="register_hook"
             )
         if self.grad_fn is not None:
-            from .autograd import register_tensor_hook
+            from .autograd_node import register_tensor_hook
 
             return register_tensor_hook(self, hook)
         if self._hooks is None:

@@ -213,7 +213,7 @@ class AutogradPlan:
         """Give the floating ``outputs`` (eager tensors) one tape node over ``tensors`` (the
         eager tensors at the ``wrt`` positions), keeping what the backward will read and the
         versions of the tensors it reads (``sources``: joint input position -> eager tensor)."""
-        from ..autograd import Node
+        from ..autograd_node import Node
 
         floating = [t for t in outputs if dt.differentiable(t.dtype)]
         feeds = {p: arrays[p] for p in self.backward_inputs if p not in self.cotangents}

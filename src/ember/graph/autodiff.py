@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
-from ..autograd import vjp_results
+from ..autograd_node import vjp_results
 from ..errors import AutogradError, ShapeError
 from ..ops import _autocast
 from ..ops.creation import full

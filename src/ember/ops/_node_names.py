@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-NODE_BASE: type | None = None  # autograd.Node, set by autograd.py
+NODE_BASE: type | None = None  # autograd_node.Node, set by autograd_node.py
 _CLASSES: dict = {}
 
 

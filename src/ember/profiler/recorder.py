@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from ..autograd import Node
+from ..autograd_node import Node
 from ..ops import _registry as _reg
 from ..types import TensorType
 from .compiled import kernel_recorder
