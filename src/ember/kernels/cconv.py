@@ -243,8 +243,9 @@ def _forward_layout(
     )  # fmt: skip
 
 
-# (a side-by-side layout's tables grow with the batch: a few megabytes at batch 128 on 32x32)
-@functools.lru_cache(maxsize=32)
+# (not cached: a side-by-side layout's tables grow with the batch, a few megabytes at batch 128
+# on 32x32, and a cache would hold those of layouts timed but not chosen, memory no step keeps
+# and the memory plan does not count; the steps that run a layout keep its tables)
 def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple | None:
     """(the one-group forward's layout over its input relaid so that its columns' runs are
     contiguous, whether the counted choice takes it): a strided convolution's input split by
@@ -447,6 +448,7 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu, any_layout=True, operan
     at once must not share it), or None. ``operands`` (x, w): the layout is the one measured
     faster on them (kernels/cconv_choice.py), else counted."""
     cache = _steps()
+    relu = relu or None  # (no clamp, False or None: one key, so eager calls and graphs share steps)
     key = (x_shape, w_shape, p, np.dtype(dtype), relu, any_layout)
     found = cache.get(key)
     if found is not None:
