@@ -183,13 +183,7 @@ class BackwardCFunction(FunctionCtx):
     metadata = _node_hooks.metadata
     next_functions = _node_hooks.next_functions
 
-    def _register_output_hook(self, output_nr: int, hook):
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        table = self._pre_hooks.setdefault(output_nr, {})
-        key = object()
-        table[key] = hook
-        return key, table
+    _register_output_hook = _node_hooks.register_output_hook
 
     def apply(self, grads: list) -> tuple:
         # a second backward without retain_graph fails only if backward reads saved tensors

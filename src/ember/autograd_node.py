@@ -219,14 +219,7 @@ class Node:
     metadata = _node_hooks.metadata
     next_functions = _node_hooks.next_functions
 
-    def _register_output_hook(self, output_nr: int, hook):
-        """A tensor hook of output ``output_nr`` (Tensor.register_hook of a non-leaf)."""
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        table = self._pre_hooks.setdefault(output_nr, {})
-        key = object()
-        table[key] = hook
-        return key, table
+    _register_output_hook = _node_hooks.register_output_hook
 
     # -------- running the VJP
     def apply(self, grads: list) -> tuple:

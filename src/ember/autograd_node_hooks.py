@@ -43,6 +43,17 @@ def register_hook(node, hook) -> _Handle:
     return _Handle(table, key)
 
 
+def register_output_hook(node, output_nr: int, hook):
+    """A tensor hook of the node's output ``output_nr`` (Tensor.register_hook of a non-leaf):
+    (its key, the table holding it), for the tensor's handle to remove it by."""
+    if node._pre_hooks is None:
+        node._pre_hooks = {}
+    table = node._pre_hooks.setdefault(output_nr, {})
+    key = object()
+    table[key] = hook
+    return key, table
+
+
 @property
 def metadata(node) -> dict:
     """A dict the program may keep anything in, as PyTorch's ``Node.metadata``."""
