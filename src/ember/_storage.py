@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from .devices import device as _device
-from .errors import AxisError
+from .errors import AxisError, user_stacklevel
 
 
 def root_array(arr: np.ndarray) -> np.ndarray:
@@ -125,6 +125,6 @@ def typed_storage(tensor) -> TypedStorage:
         "the only storage class. To access UntypedStorage directly, use "
         "tensor.untyped_storage() instead of tensor.storage()",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return TypedStorage(root_array(tensor._data), tensor.dtype)

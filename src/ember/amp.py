@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 
 from . import dtypes as dt
-from .errors import EmberError
+from .errors import EmberError, user_stacklevel
 from .grad_mode import no_grad
 from .ops import _autocast as _ac
 from .ops import api as E
@@ -132,7 +132,7 @@ class autocast:
                 f"User provided device_type of {kind!r}, but it is not available (ember runs "
                 "on the CPU only). Disabling autocast.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             enabled = False
         if enabled and self.fast_dtype not in _ac.SUPPORTED:
@@ -140,7 +140,7 @@ class autocast:
                 "In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
                 "CPU Autocast only supports dtypes of ember.bfloat16, ember.float16 currently.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             enabled = False
         self._enabled = enabled
@@ -262,7 +262,7 @@ class GradScaler:
                 f"GradScaler is enabled for {self._device!r}, but that device is not available "
                 "(ember runs on the CPU only). Disabling.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             enabled = False
         if growth_factor <= 1.0:
@@ -475,7 +475,7 @@ class _DeviceAmp:
                 f"`torch.{self._device}.amp.{name}(args...)` is deprecated. Please use "
                 f"`torch.amp.{name}('{self._device}', args...)` instead.",
                 FutureWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
     def autocast(self, enabled: bool = True, dtype=None, cache_enabled: bool = True):

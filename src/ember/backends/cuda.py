@@ -13,6 +13,8 @@ import contextlib
 import enum
 import warnings
 
+from ..errors import user_stacklevel
+
 
 class _MatmulFlags:
     """``ember.backends.cuda.matmul``: the attributes PyTorch programs assign."""
@@ -157,7 +159,7 @@ def sdp_kernel(
         "will be removed. Please see `torch.nn.attention.sdpa_kernel()` for the new context "
         "manager, with updated signature.",
         FutureWarning,
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     chosen = [
         b

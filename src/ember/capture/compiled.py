@@ -46,7 +46,7 @@ import functools
 import warnings
 import weakref
 
-from ..errors import TraceError
+from ..errors import TraceError, user_stacklevel
 from ..nn.module import _COMPILE_FORWARD, Module
 from ..runtime.executors import EXECUTORS
 from ..tensor import Tensor
@@ -142,7 +142,7 @@ class _Compiled:
             warnings.warn(
                 f"ember.compile: {self.function.name} could not be captured whole and runs "
                 f"eagerly from now on (fullgraph=True raises instead): {error}",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             return self.fn(*args, **kwargs)
 

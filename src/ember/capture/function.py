@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _meta, autograd
-from ..errors import EmberError, NeedsArgumentValue
+from ..errors import EmberError, NeedsArgumentValue, user_stacklevel
 from ..graph.ir import Graph
 from ..nn._tables import tables_version
 from ..ops._autocast import state_key as autocast_state
@@ -381,7 +381,7 @@ class Function:
                 f"recently used: cache_size=). Recent reasons: {reasons}."
                 f"{_signature_hint(self.stats.retrace_reasons, shapes)} Pass changing Python "
                 "numbers as tensors.",
-                stacklevel=5,  # the caller's line (_maybe_warn, _add, _entry, __call__)
+                stacklevel=user_stacklevel(),
             )
 
     def _trace(self, args, kwargs, leaves, names, reach) -> GraphFunction:

@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import TraceError, user_location
+from ..errors import TraceError, user_location, user_stacklevel
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.traced_item import close_items, escaped_items
@@ -104,7 +104,7 @@ def _capture_call(
             f"{graph_name} reads the NumPy array {', '.join(large)} (over "
             f"{ARRAY_GUARD_LIMIT} elements): the graph bakes in its contents, and a change made "
             "in place is not seen (a new array is); pass it as a tensor argument instead",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     builder = GraphBuilder(Graph(graph_name if graph_name.isidentifier() else "graph"))
     builder.capture_names = {id(t): n for n, t in reach.refresh().named_tensors()}
@@ -258,7 +258,7 @@ def _warn_python_draws(before: tuple, graph_name: str, location: str | None) -> 
         "while it was traced: the graph holds that one draw, and every call repeats its "
         "outcome; draw with ember's generator inside the function (ember.rand(()) < p, with "
         "ember.where for the choice), or draw outside and pass the value as an argument",
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
 
 

@@ -26,8 +26,10 @@ from . import (
     continuous_extra,
     discrete,
     extra,
+    extra_discrete,
     kl,
     kl_extra,
+    low_rank_mvn,
     matrix,
     mixture,
     multivariate,
@@ -55,14 +57,13 @@ from .extra import (
     HalfCauchy,
     InverseGamma,
     Kumaraswamy,
-    LowRankMultivariateNormal,
-    Multinomial,
-    NegativeBinomial,
     Pareto,
     VonMises,
     Weibull,
 )
+from .extra_discrete import Multinomial, NegativeBinomial
 from .kl import kl_divergence, register_kl
+from .low_rank_mvn import LowRankMultivariateNormal
 from .matrix import LKJCholesky, Wishart
 from .mixture import Cauchy, Dirichlet, MixtureSameFamily
 from .multivariate import Independent, MultivariateNormal
@@ -208,9 +209,9 @@ _TORCH_MODULES = {
     "half_cauchy": extra,
     "inverse_gamma": extra,
     "kumaraswamy": extra,
-    "lowrank_multivariate_normal": extra,
-    "multinomial": extra,
-    "negative_binomial": extra,
+    "lowrank_multivariate_normal": low_rank_mvn,
+    "multinomial": extra_discrete,
+    "negative_binomial": extra_discrete,
     "pareto": extra,
     "von_mises": extra,
     "weibull": extra,

@@ -12,8 +12,9 @@ import math
 from ._util import E
 from .continuous import Beta, Exponential, Gamma, Laplace, Normal, Uniform
 from .continuous_extra import ContinuousBernoulli
-from .extra import LowRankMultivariateNormal, Pareto
+from .extra import Pareto
 from .kl import _infinite, _kl_mvn_mvn, register_kl
+from .low_rank_mvn import LowRankMultivariateNormal
 from .multivariate import MultivariateNormal
 from .relaxed import Gumbel
 

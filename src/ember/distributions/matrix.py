@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, user_stacklevel
 from ..ops.decompositions import cholesky, slogdet, solve_triangular
 from . import constraints
 from ._util import E, broadcast_all, digamma, lgamma
@@ -90,7 +90,7 @@ class Wishart(Distribution):
             warnings.warn(
                 "Low df values detected. Singular samples are highly likely to occur for "
                 "ndim - 1 < df < ndim.",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
         self._chi2_df = E.unsqueeze(self.df, -1) - E.arange(p, dtype=self.df.dtype)
@@ -187,7 +187,7 @@ class Wishart(Distribution):
         flagged = self._redrawn(self.support.check(sample)).reshape(-1)
         if not bool(flagged.any()):
             return sample
-        warnings.warn("Singular sample detected.", stacklevel=2)
+        warnings.warn("Singular sample detected.", stacklevel=user_stacklevel())
         flat = sample.reshape((-1,) + tuple(sample.shape[len(sample_shape) :]))
         for _ in range(tries):
             index = E.nonzero(flagged).reshape(-1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeError
+from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeError, user_stacklevel
 from ..grad_mode import is_grad_enabled
 from ..ops import api as E
 from ..ops._util import fmt_shape, normalize_axis, numel, refuse_complex
@@ -25,7 +25,7 @@ def reduction_arg(
         warnings.warn(
             f"{op}: size_average and reduce are deprecated; use reduction='mean'|'sum'|'none'",
             DeprecationWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         size_average = True if size_average is None else size_average
         reduce = True if reduce is None else reduce
@@ -106,7 +106,7 @@ def broadcast_target(op: str, x, target):
             f"{op}: target shape {fmt_shape(target.shape)} differs from input shape "
             f"{fmt_shape(x.shape)}; they are broadcast, which is likely not intended",
             UserWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         return E.broadcast_tensors(x, target)
     return x, target

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, ShapeError, user_stacklevel
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import export
@@ -122,7 +122,7 @@ def dropout2d(
             "(N, C) and whole channels are dropped. Use dropout1d for (N, C, L) inputs, and add "
             "a batch dimension to a (C, H, W) input",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         if x.ndim < 2:
             raise ShapeError(

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, user_stacklevel
 from ..ops import api as E
 from ..ops._node_names import renames
 from ..ops._registry import export
@@ -239,7 +239,7 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
         warnings.warn(
             "gumbel_softmax: the eps parameter is deprecated and has no effect",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     x = float_input("gumbel_softmax", logits, "logits")
     d = dim_arg("gumbel_softmax", dim, x.ndim) if x.ndim else 0

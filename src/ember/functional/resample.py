@@ -21,7 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, user_stacklevel
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
@@ -356,7 +356,7 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_c
     warnings.warn(
         "nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return interpolate(input, size, scale_factor, mode, align_corners)
 
@@ -367,7 +367,7 @@ def upsample_nearest(input, size=None, scale_factor=None):
     warnings.warn(
         "nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return interpolate(input, size, scale_factor, mode="nearest")
 
@@ -378,7 +378,7 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     warnings.warn(
         "nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
@@ -419,7 +419,7 @@ def grid_sample(
             "grid_sample: the default align_corners is False (since PyTorch 1.3.0); pass "
             "align_corners explicitly to silence this warning",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         align_corners = False
     x = float_input("grid_sample", input)
@@ -459,7 +459,7 @@ def affine_grid(theta, size, align_corners: bool | None = None):
             "affine_grid: the default align_corners is False (since PyTorch 1.3.0); pass "
             "align_corners explicitly to silence this warning",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         align_corners = False
     t = to_tensor(theta)
@@ -491,7 +491,7 @@ def affine_grid(theta, size, align_corners: bool | None = None):
             "align_corners=True. This is not an intended use case of affine_grid. See the "
             "documentation of affine_grid for details.",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     coords_1d = [_base_coords(s, align_corners, t.dtype.np) for s in size[:1:-1]]
     axes = np.meshgrid(*coords_1d, indexing="ij")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 
+from ..errors import user_stacklevel
 from ..ops._registry import apply, export
 from ..ops.cast import requested_cast
 from ..ops.softmax import LOG_SOFTMAX, SOFTMAX
@@ -19,7 +20,7 @@ def _implicit_dim(op: str, ndim: int) -> int:
     warnings.warn(
         f"{op}: implicit dimension choice is deprecated; pass dim explicitly",
         UserWarning,
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )
     return 0 if ndim in (0, 1, 3) else 1
 

@@ -15,7 +15,7 @@ import math
 import warnings
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, EmberError
+from ..errors import ArgumentError, EmberError, user_stacklevel
 from ..grad_mode import InferenceVersion
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, TensorBase, export
@@ -234,7 +234,7 @@ def range(start, end, step=1, *, dtype=None, requires_grad=False):  # noqa: A001
         "ember.range is deprecated, as torch.range is: its end is inclusive, unlike Python's "
         "range; use ember.arange, which produces values in [start, end).",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     if step == 0:
         raise ArgumentError("step must be nonzero", op="range")

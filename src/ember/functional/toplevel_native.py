@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ArgumentTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError, user_stacklevel
 from ..ops import api as E
 from ..ops._registry import FUNCTIONAL, export
 from ..ops._util import fmt_shape, refuse_complex
@@ -461,7 +461,7 @@ def set_default_tensor_type(t) -> None:
         "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
         "torch.set_default_dtype() and torch.set_default_device() as alternatives.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     name = t if isinstance(t, str) else getattr(t, "__name__", None)
     if not isinstance(name, str):

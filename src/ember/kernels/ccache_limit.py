@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 from .._files import remove_stale_temporaries
+from ..errors import user_stacklevel
 
 __all__ = ["DEFAULT_CACHE_MB", "SCANS_PER_LIMIT", "cache_limit_bytes", "keep_within_limit"]
 
@@ -40,7 +41,7 @@ def cache_limit_bytes() -> int:
         warnings.warn(
             f"ember: EMBER_KERNEL_CACHE_MB={text!r} is not a positive number of MiB; using "
             f"{DEFAULT_CACHE_MB}",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         return DEFAULT_CACHE_MB * 2**20
     return int(megabytes * 2**20)

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import create_temporary, private_directory, write_atomic
-from ..errors import EmberError
+from ..errors import EmberError, user_stacklevel
 from .ccache_limit import DEFAULT_CACHE_MB, cache_limit_bytes, keep_within_limit
 
 __all__ = ["CompileError", "CompilerUnavailable", "DEFAULT_FLAGS", "cache_dir"]
@@ -206,7 +206,8 @@ def warn_no_compiler() -> None:
     if not _warned:
         _warned = True
         warnings.warn(
-            "no C compiler found (set CC); fused kernels fall back to NumPy", stacklevel=3
+            "no C compiler found (set CC); fused kernels fall back to NumPy",
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -259,7 +260,7 @@ def _safe_dir(path: Path) -> Path:
             f"libraries that ember would load; compiling into the private folder "
             f"{_private_dir()} instead (make the cache folder yours and not writable by "
             "others, e.g. chmod go-w, to share kernels across processes again)",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return _private_dir()
 

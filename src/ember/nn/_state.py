@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..autograd import no_grad
-from ..errors import ArgumentTypeError, StateDictError
+from ..errors import ArgumentTypeError, StateDictError, user_stacklevel
 from ..ops._util import fmt_shape
 from ..tensor import Tensor
 from .state_hooks import hooks, overrides_load
@@ -237,7 +237,7 @@ def _copy(owner, kind: str, name: str, current: Tensor, arr: np.ndarray, assign:
             "parameter in the current model, which is a no-op. (Did you mean to pass "
             "`assign=True` to assign items in the state dictionary to their corresponding key "
             "in the module instead of copying them in place?)",
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         return
     # cast to the module's dtype, as torch's copy_ does; the module keeps its tensor objects

@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 
 from ..autograd_function import Function
-from ..errors import EmberError, TraceError
+from ..errors import EmberError, TraceError, user_stacklevel
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..tensor import Tensor
@@ -143,7 +143,7 @@ class BackwardHookState:
             warnings.warn(
                 "Full backward hook is firing when gradients are computed with respect to "
                 "module outputs since no inputs require gradients.",
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             nones = (None,) * self.n_args
             for hook in self._hooks():

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import random_streams as streams
 from ..autograd import no_grad
-from ..errors import ArgumentError
+from ..errors import ArgumentError, user_stacklevel
 from ..random import Generator, resolve
 from ..tensor import Tensor
 
@@ -141,7 +141,7 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Generator | Non
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float | None:
     if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=user_stacklevel())
         return None
     fan = _calculate_correct_fan(tensor, mode)
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
@@ -201,7 +201,7 @@ def trunc_normal_(
         warnings.warn(
             "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
             "The distribution of values may be incorrect.",
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     from ..ops import api as E
 
@@ -283,7 +283,7 @@ def _deprecated(new):
         warnings.warn(
             f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
             FutureWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         return new(*args, **kwargs)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+from ..errors import user_stacklevel
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -21,7 +22,7 @@ def _legacy_reduction(size_average, reduce) -> str:
     warnings.warn(
         f"size_average and reduce args will be deprecated, please use reduction='{result}' "
         "instead.",
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )
     return result
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, user_stacklevel
 from ..tensor import Tensor
 from . import functional as F
 from .distance import PairwiseDistance
@@ -137,7 +137,7 @@ class NLLLoss2d(NLLLoss):
             "`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in "
             "replacement",
             FutureWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         super().__init__(*args, **kwargs)
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import dtypes
 from ..control.scan import scan
-from ..errors import ArgumentError, ArgumentTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, ShapeError, user_stacklevel
 from ..graph.builder import GraphBuilder
 from ..ops import api as E
 from ..ops._node_names import rename_node
@@ -197,7 +197,7 @@ class RNNBase(Module):
                 "dropout option adds dropout after all but last recurrent layer, so non-zero "
                 f"dropout expects num_layers greater than 1, but got dropout={dropout} and "
                 f"num_layers={num_layers}",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         if input_size <= 0 or hidden_size <= 0 or num_layers <= 0:
             raise ArgumentError("input_size, hidden_size and num_layers must be greater than zero")

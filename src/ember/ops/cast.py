@@ -12,7 +12,7 @@ from .. import _meta
 from .. import dtypes as dt
 from ..devices import check_device, check_memory_format, is_device_string
 from ..devices import device as device_type
-from ..errors import ArgumentTypeError, DTypeError, KernelDTypeError, MetaDataError
+from ..errors import ArgumentTypeError, DTypeError, KernelDTypeError, MetaDataError, user_stacklevel
 from ..types import TensorType
 from . import _memory_format
 from . import _onnx_complex as cx
@@ -114,7 +114,7 @@ def _user_cast(x, dtype):
     warning."""
     dtype = dt.as_dtype(dtype)
     if x.dtype.is_complex and not dtype.is_complex:
-        warnings.warn(_DISCARDS, UserWarning, stacklevel=3)
+        warnings.warn(_DISCARDS, UserWarning, stacklevel=user_stacklevel())
         return cast(x, dtype, discard_imag=True)
     return cast(x, dtype)
 

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, ArgumentTypeError, DTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, user_stacklevel
 from ..kernels.cprepack import exposed
 from ._registry import TensorBase, constant, export
 
@@ -58,7 +58,7 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad
             "frombuffer: the given buffer is not writable; ember copied it (PyTorch would share "
             "it and leave writes undefined)",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         array = array.copy()
     exposed(array, early=True)

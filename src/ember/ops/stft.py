@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError, user_stacklevel
 from ..symbolic import SymDim, holds
 from . import api as E
 from ._registry import building_graph, constant, export
@@ -98,7 +98,7 @@ def stft(
             "stft with return_complex=False is deprecated; ember returns view_as_real of the "
             "complex result, as PyTorch does",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     batched = x.ndim == 2
     if not batched:

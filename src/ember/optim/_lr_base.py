@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from ..autograd import no_grad
-from ..errors import StateDictError
+from ..errors import StateDictError, user_stacklevel
 from ..tensor import Tensor
 from .optimizer import Optimizer, OptimizerError
 
@@ -132,11 +132,11 @@ class LRScheduler:
                     "lr_scheduler.step() was called before optimizer.step(); call "
                     "optimizer.step() first, or the first value of the schedule is skipped",
                     UserWarning,
-                    stacklevel=2,
+                    stacklevel=user_stacklevel(),
                 )
         self._step_count += 1
         if epoch is not None:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=user_stacklevel())
         self._update_lr(epoch)
 
     def _update_lr(self, epoch: int | None = None) -> None:

@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from .. import nn
-from ..errors import EmberError
+from ..errors import EmberError, user_stacklevel
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
 from ..ragged import RaggedTensor, from_row_lengths
@@ -202,7 +202,7 @@ class SentenceEmbedder:
             warnings.warn(
                 f"{_OP}: {len(cut)} text(s) (first: #{cut[0]}) longer than max_seq_length "
                 f"{self.max_seq_length} tokens were truncated to it",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         longest = max(len(e.ids) for e in encodings)
         ids = np.full((len(encodings), longest), self.pad_id, np.int64)

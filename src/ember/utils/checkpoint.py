@@ -39,7 +39,7 @@ import warnings
 from .. import random as _random
 from ..autograd import saved_tensors_hooks
 from ..autograd_function import Function
-from ..errors import ArgumentError, ArgumentTypeError, AutogradError
+from ..errors import ArgumentError, ArgumentTypeError, AutogradError, user_stacklevel
 from ..grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..graph import scope as _scope
 from ..ops import _autocast
@@ -84,7 +84,7 @@ def _reentrant_warning(name: str) -> None:
         "explicitly. use_reentrant=False is recommended, but if you need to preserve the "
         "current default behavior (PyTorch 2.13's), you can pass use_reentrant=True. Refer to "
         "PyTorch's docs for the differences between the two variants.",
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -234,7 +234,7 @@ class _Reentrant(Function):
         if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             warnings.warn(
                 "None of the inputs have requires_grad=True. Gradients will be None",
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         ctx.run_function = run_function
         ctx.rng = _random.default_generator.json_state() if preserve else None

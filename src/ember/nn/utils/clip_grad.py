@@ -10,6 +10,7 @@ import warnings
 
 from ... import dtypes as dt
 from ...autograd import no_grad
+from ...errors import user_stacklevel
 from ...ops import api as E
 from ...ops.checks import check
 from ...tensor import Tensor
@@ -30,7 +31,8 @@ def _as_list(tensors) -> list:
     tensors = list(tensors)
     if is_generator and not tensors:
         warnings.warn(
-            "`parameters` is an empty generator, no gradient clipping will occur.", stacklevel=3
+            "`parameters` is an empty generator, no gradient clipping will occur.",
+            stacklevel=user_stacklevel(),
         )
     return tensors
 
@@ -113,7 +115,7 @@ def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if
         "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
         "`torch.nn.utils.clip_grad_norm_`.",
         FutureWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 

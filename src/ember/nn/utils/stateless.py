@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from ...errors import EmberError
+from ...errors import EmberError, user_stacklevel
 
 __all__ = ["functional_call"]
 
@@ -78,7 +78,7 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
         "removed in a future version of PyTorch. Please use `torch.func.functional_call` "
         "instead which is a drop-in replacement.",
         FutureWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return call_with_tensors(
         module,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from ...errors import ArgumentError
+from ...errors import ArgumentError, user_stacklevel
 from ..module import Module
 from ..parameter import Parameter
 from .parametrizations import _WeightNorm
@@ -36,7 +36,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
         "ember.nn.utils.weight_norm is deprecated in favor of "
         "ember.nn.utils.parametrizations.weight_norm (as in PyTorch).",
         FutureWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     for hook in module._forward_pre_hooks.values():
         if isinstance(hook, _WeightNormHook) and hook.name == name:
