@@ -5,11 +5,10 @@ Everything differentiable (``log_prob``, ``entropy``, ``rsample``, moments, ``kl
 is written in ember ops, so it carries gradients on the tape and records under
 ``ember.function`` capture. Where ember differs from PyTorch:
 
-* Gamma, Beta, Dirichlet, StudentT, Chi2 and InverseGamma sample (and ``rsample``) eagerly
-  only: their gamma draws are PyTorch's (random_streams.standard_gamma, so a seed gives
-  PyTorch's samples) and ``rsample``'s gradient is Gamma's implicit reparameterization
-  (`_gamma_rsample.py`); Poisson samples with ``ember.poisson`` (PyTorch's draws); Binomial
-  and the other NumPy-backed samplers draw NumPy's samples on ember's default generator.
+* Every ``sample`` runs PyTorch's algorithm on ember's PyTorch-compatible generator, so a seed
+  gives PyTorch's draws (tests/test_distribution_draws_torch.py). VonMises' rejection loop
+  reads its draws, so it samples eagerly only; ``rsample``'s gradient is Gamma's implicit reparameterization (`_gamma_rsample.py`), Beta's and
+  Dirichlet's PyTorch's estimator (`_dirichlet_rsample.py`).
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
 

@@ -1,11 +1,11 @@
 """Univariate continuous distributions: Normal, Uniform, Laplace, Exponential, Gamma, Beta,
 StudentT.
 
-Reparameterized samples (``rsample``) are ember's random ops (``randn``, ``rand``) transformed in
-ember ops, so they follow ``ember.manual_seed`` and record under capture. Gamma, Beta and
-StudentT draw with NumPy's samplers on ember's generator (eager only) and have no ``rsample``:
-PyTorch reparameterizes them implicitly, which ember does not implement; their ``log_prob``,
-``entropy`` and moments carry gradients as usual.
+Reparameterized samples (``rsample``) of Normal, Uniform, Laplace and Exponential are ember's
+random ops (``randn``, ``rand``) transformed in ember ops, so they follow ``ember.manual_seed``
+and record under capture. Gamma, Beta and StudentT draw PyTorch's gamma values on ember's
+generator (eagerly) and reparameterize them implicitly as PyTorch does (`_gamma_rsample.py`,
+`_dirichlet_rsample.py`).
 """
 
 from __future__ import annotations
