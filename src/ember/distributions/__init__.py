@@ -7,8 +7,9 @@ is written in ember ops, so it carries gradients on the tape and records under
 
 * Every ``sample`` runs PyTorch's algorithm on ember's PyTorch-compatible generator, so a seed
   gives PyTorch's draws (tests/test_distribution_draws_torch.py). VonMises' rejection loop
-  reads its draws, so it samples eagerly only; ``rsample``'s gradient is Gamma's implicit reparameterization (`_gamma_rsample.py`), Beta's and
-  Dirichlet's PyTorch's estimator (`_dirichlet_rsample.py`).
+  reads its draws, so it samples eagerly only; ``rsample``'s gradient is Gamma's implicit
+  reparameterization (`_gamma_rsample.py`), Beta's and Dirichlet's PyTorch's estimator
+  (`_dirichlet_rsample.py`).
 * Validation errors are `ConstraintError` (an ember error and a ``ValueError``, which PyTorch
   raises); validation reads values, so under capture it is skipped.
 
