@@ -14,7 +14,6 @@ import math
 
 from ..grad_mode import no_grad
 from ..ops.extra_random import standard_exponential
-from ..random import default_generator
 from . import constraints
 from ._dirichlet_rsample import dirichlet_rsample
 from ._gamma_rsample import dirichlet_draws, standard_gamma
@@ -44,14 +43,6 @@ def _expand_params(self, cls, batch_shape, _instance, names):
     Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
     new._validate_args = self._validate_args
     return new
-
-
-def _numpy_sample(self, sample_shape, draw, like):
-    """Draw with NumPy's sampler on ember's default generator (eager only)."""
-    shape = self._extended_shape(sample_shape)
-    with no_grad():
-        arr = draw(default_generator.numpy, shape)
-    return E.tensor(arr.astype(like.dtype.np))
 
 
 class Normal(ExponentialFamily):
@@ -405,8 +396,8 @@ class Beta(ExponentialFamily):
 
 
 class StudentT(Distribution):
-    """Student's t with ``df`` degrees of freedom. ``sample`` draws with NumPy's sampler on
-    ember's generator (eager only); ``rsample`` goes through Gamma's implicit
+    """Student's t with ``df`` degrees of freedom: PyTorch's draws (a normal over the square
+    root of a chi-squared from Gamma's sampler); ``rsample`` goes through Gamma's implicit
     reparameterization (distributions/_gamma_rsample.py), as PyTorch's."""
 
     arg_constraints = {

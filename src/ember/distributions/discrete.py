@@ -3,9 +3,8 @@
 Given ``probs`` or ``logits`` (exactly one), the other is derived on first access, as in
 PyTorch: Categorical normalizes ``probs`` to sum to 1 and ``logits`` to log-probabilities.
 Bernoulli and Categorical sample with ember's random ops as PyTorch does (``bernoulli``'s
-uniform draws; ``multinomial`` with replacement), and Poisson with ``poisson``, so a seed
-gives PyTorch's samples. Binomial draws with NumPy's sampler on ember's generator (eager
-only).
+uniform draws; ``multinomial`` with replacement), Poisson with ``poisson`` and Binomial with
+``binomial`` (PyTorch's samplers on ember's generator), so a seed gives PyTorch's samples.
 """
 
 from __future__ import annotations

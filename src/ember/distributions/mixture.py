@@ -1,7 +1,7 @@
 """Dirichlet, Cauchy and MixtureSameFamily (``torch.distributions``' names and formulas).
 
-Dirichlet draws with NumPy's sampler on ember's generator (eager only) and has no ``rsample``
-(PyTorch reparameterizes it implicitly); Cauchy's ``rsample`` is ``loc + scale * tan(pi (u -
+Dirichlet draws PyTorch's values (its normalized gamma draws) and reparameterizes them with
+PyTorch's estimator (`_dirichlet_rsample.py`); Cauchy's ``rsample`` is ``loc + scale * tan(pi (u -
 1/2))`` from ember's ``rand``.
 """
 
