@@ -235,7 +235,11 @@ def _gates(layer, static, value, order: list[int], parts: int):
     (reordered once, now: a graph constant), else from the tensor ``value``."""
     if static is None:
         return None if value is None else _reorder(value, order, parts)
-    return to_tensor(_reorder(static, order, parts), layer.ctx.label)
+    reordered = _reorder(static, order, parts)
+    # the import's own copy, never written: a captured graph keeps it as a frozen constant
+    # (the whole-layer ops keep W_hh's packed panels: ops/recurrent.py `kept_pack_compile`)
+    reordered.setflags(write=False)
+    return to_tensor(reordered, layer.ctx.label)
 
 
 def _sum(a, b):
