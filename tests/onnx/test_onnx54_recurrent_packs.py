@@ -1,8 +1,9 @@
 """Imported recurrent layers keep their recurrent weight's packed panels: torch.onnx.export's
-LSTM and GRU import as whole-layer ops whose W_hh is a frozen graph constant (the
-import's reordered copy, read-only), so the node's implementation packs it once
-(ops/recurrent.py `kept_pack_compile`) instead of at every call; the results stay
-onnxruntime's and PyTorch's, and a kept pack gives the packing call's bits."""
+LSTM, GRU and RNN (tanh or relu) import as whole-layer ops (the RNN no longer a step-by-step
+scan) whose W_hh is a frozen graph constant (the import's reordered copy, read-only), so the
+node's implementation packs it once (ops/recurrent.py `kept_pack_compile`) instead of at
+every call; the results stay onnxruntime's and PyTorch's, and a kept pack gives the packing
+call's bits."""
 
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ import ember.onnx  # noqa: E402
 from ember.kernels import ccompile, crnn  # noqa: E402
 from ember.kernels.cconv_constant import frozen_array  # noqa: E402
 
-# (the layer, W_hh's operand position in its whole-layer op; an ONNX RNN node is scanned
-# step by step, not one op)
-LAYERS = {"lstm": (torch.nn.LSTM, 3), "gru": (torch.nn.GRU, 2)}
-RECURRENT_OPS = {"lstm_layer", "gru_layer"}
+# (the layer, W_hh's operand position in its whole-layer op)
+LAYERS = {
+    "lstm": (torch.nn.LSTM, 3),
+    "gru": (torch.nn.GRU, 2),
+    "rnn": (torch.nn.RNN, 2),
+    "rnn_relu": (lambda *a, **k: torch.nn.RNN(*a, nonlinearity="relu", **k), 2),
+}
+RECURRENT_OPS = {"lstm_layer", "gru_layer", "rnn_layer"}
 
 
 def _export(kind: str, bidirectional: bool, batch: int) -> tuple[bytes, np.ndarray, object]:
