@@ -10,7 +10,7 @@ then the first call's capture and compilation). Ratios are ember's time over ORT
 
     python benchmarks/onnx_runtime.py [--models resnet50,inception_v1] [--rounds 5]
 
-``--cases bert,gpt2,vit,lstm,mobilenet`` (benchmarks/onnx_torch_cases.py) adds realistic-size
+``--cases bert,gpt2,vit,lstm,rnn,mobilenet`` (benchmarks/onnx_torch_cases.py) adds realistic-size
 models written in PyTorch, exported by ``torch.onnx.export`` both ways (``--exporters
 dynamo,script``: the dynamo exporter at opset 18, TorchScript's at 17) at each batch, timed
 against onnxruntime at each of ``--threads`` (ember's ``set_num_threads``, onnxruntime's

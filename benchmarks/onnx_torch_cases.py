@@ -155,6 +155,25 @@ def lstm(torch, hidden=256, layers=2, seq=64, batch=1, vocab=1000):
     return Tagger().eval(), (torch.randint(0, vocab, (batch, seq)),)
 
 
+def rnn(torch, hidden=256, layers=2, seq=64, batch=1, vocab=1000):
+    """The LSTM tagger's shape with nn.RNN (tanh): ONNX's RNN node."""
+    nn = torch.nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden)
+            self.rnn = nn.RNN(hidden, hidden, num_layers=layers, batch_first=True)
+            self.head = nn.Linear(hidden, 32)
+
+        def forward(self, ids):
+            out, _ = self.rnn(self.embed(ids))
+            return self.head(out)
+
+    torch.manual_seed(0)
+    return Tagger().eval(), (torch.randint(0, vocab, (batch, seq)),)
+
+
 def mobilenet(torch, width=32, image=224, batch=1):
     nn = torch.nn
 
@@ -196,7 +215,14 @@ def mobilenet(torch, width=32, image=224, batch=1):
     return net.eval(), (torch.randn(batch, 3, image, image),)
 
 
-BUILDERS = {"bert": bert, "gpt2": gpt2, "vit": vit, "lstm": lstm, "mobilenet": mobilenet}
+BUILDERS = {
+    "bert": bert,
+    "gpt2": gpt2,
+    "vit": vit,
+    "lstm": lstm,
+    "rnn": rnn,
+    "mobilenet": mobilenet,
+}
 
 
 def export(torch, name: str, path: str, batch: int, dynamo: bool, opset: int, **sizes) -> None:

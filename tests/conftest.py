@@ -521,8 +521,8 @@ def _checked_recurrent(name, reference):
     the products' sums, so within 64 eps * sqrt(the terms summed) of each output's scale."""
     fast = getattr(crnn, name)
 
-    def call(*args):
-        got = fast(*args)
+    def call(*args, **kwargs):  # (``packs``: a frozen weight's kept panels)
+        got = fast(*args, **kwargs)
         if got is not None:
             *arrays, reverse = args
             want = reference(*[np.array(a, copy=True) for a in arrays], reverse=reverse)

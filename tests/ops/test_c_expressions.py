@@ -56,8 +56,21 @@ _ELU = [
     dict(alpha=1.6732632423543772, scale=1.0507009873554805, input_scale=1.0),
     dict(alpha=1.7, scale=1.0, input_scale=1 / 1.7),
 ]
+# clip's: open bounds (None), ties at signed zeros, lo > hi and a NaN bound (np.clip's bits)
+_CLIP = [
+    *_BOUNDS,
+    dict(lo=0.0, hi=None),
+    dict(lo=None, hi=0.5),
+    dict(lo=-0.0, hi=None),
+    dict(lo=None, hi=-0.0),
+    dict(lo=-0.0, hi=0.0),
+    dict(lo=1.0, hi=-1.0),
+    dict(lo=float("nan"), hi=1.0),
+    dict(lo=None, hi=float("nan")),
+]
 ATTRS = {
     "cast": [{"dtype": d} for d in FUSABLE],
+    "clip": _CLIP,
     "hardtanh": _BOUNDS,
     "hardtanh_backward": _BOUNDS,
     "leaky_relu": [dict(slope=0.01), dict(slope=0.2), dict(slope=-0.5), dict(slope=1.7)],

@@ -111,3 +111,15 @@ def test_a_loop_with_math_infinities_and_scratch_builds_from_its_declarations():
 
 def t(array):
     return TensorType(array.shape, dt.from_numpy_dtype(array.dtype))
+
+
+def test_attributes_differing_in_a_zero_sign_are_two_loops():
+    """0.0 == -0.0, so two programs whose attributes differ only there compare equal; their
+    loops do not (hardtanh(-inf) is lo): each is built for its own bits."""
+    x = np.array([-np.inf, np.inf, -0.0, 0.0, 1.0, np.nan], np.float32)
+    t = TensorType(x.shape, dt.float32)
+    for lo, hi in ((-0.0, 0.0), (0.0, -0.0), (-0.0, 0.0)):
+        instr = Instr(REGISTRY["hardtanh"], (Input(0),), (("hi", hi), ("lo", lo)))
+        (got,) = cfuse.build_program(Program((instr,)), (0,), [t], [t])(x)
+        want = REGISTRY["hardtanh"].kernel(x, lo=lo, hi=hi)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -68,6 +68,7 @@ def _values(dtype, shape, seed=0, scale=3.0):
 # ops with attributes (written into the loop as constants), and binary ops whose operands
 # share one shape (gradients of activations)
 ATTRS = {
+    "clip": {"lo": -0.5, "hi": None},  # (an open bound)
     "hardtanh": {"lo": -1.0, "hi": 2.5},
     "hardtanh_backward": {"lo": -1.0, "hi": 2.5},
     "leaky_relu": {"slope": 0.25},
@@ -100,7 +101,14 @@ SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
 SAME_SHAPE |= {"huber_backward", "smooth_l1_backward"}
 TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
-EXACT |= {"hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu_backward"}
+EXACT |= {
+    "clip",
+    "hardtanh",
+    "hardtanh_backward",
+    "leaky_relu",
+    "leaky_relu_backward",
+    "relu_backward",
+}
 EXACT |= {"threshold", "threshold_backward", "hardshrink", "softshrink", "shrink_backward"}
 EXACT |= {"prelu"} | TERNARY
 

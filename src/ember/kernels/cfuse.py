@@ -96,9 +96,18 @@ _BUILDS: dict = {}
 _BUILDS_KEPT = 512
 
 
+def _attribute_bits(program) -> tuple:
+    """Each instruction's float attributes as their bits: the programs' own equality takes
+    0.0 for -0.0, whose loops differ (clip(x, 0.0, -0.0) against clip(x, -0.0, 0.0))."""
+    return tuple(
+        tuple(v.hex() for _, v in instr.attrs if isinstance(v, float) and v == 0)
+        for instr in program
+    )
+
+
 def _loop_build(program, outputs, out_types: list, in_types: list) -> tuple:
     """(source, its constants, flags, libraries) of ``program``'s loop."""
-    key = (program, tuple(outputs), tuple(out_types), tuple(in_types))
+    key = (program, _attribute_bits(program), tuple(outputs), tuple(out_types), tuple(in_types))
     found = _BUILDS.get(key)
     if found is None:
         source, constants = source_and_constants(program, outputs, out_types, in_types)

@@ -183,7 +183,9 @@ class _Constant:
         ctype = _C_TYPES.get(self.dtype, "double")
         if spec == "compute":
             rounded = np.float32 if ctype == "float" else np.float64
-        elif not spec:
+        elif spec == "open":
+            return "0"
+        elif spec in ("", "lower", "upper"):
             half_or_single = self.dtype in _HALF or self.dtype is dt.float32
             rounded = self.dtype.np if half_or_single else np.float64
         else:
@@ -192,15 +194,40 @@ class _Constant:
         return self.constants.literal(value, ctype, self.fold)
 
 
+class _OpenBound:
+    """A None attribute for an expression's ``{name:lower}`` or ``{name:upper}`` field: an
+    open bound, the infinity on its side (clip's missing lo or hi: ``x > -inf`` and ``x < inf``
+    decide as no bound does, NaN included); ``{name:open}`` is 1 for it, 0 for a number. Any
+    other field of a None attribute is an error in the op's expression."""
+
+    __slots__ = ("name", "ctype")
+
+    def __init__(self, name: str, ctype: str):
+        self.name, self.ctype = name, ctype
+
+    def __format__(self, spec: str) -> str:
+        if spec == "open":
+            return "1"
+        if spec not in ("lower", "upper"):
+            raise ValueError(
+                f"attribute {self.name!r} is None: an expression reads it as {{{self.name}:lower}},"
+                f" {{{self.name}:upper}} or {{{self.name}:open}}, not {spec!r}"
+            )
+        return creduce.c_literal(float("-inf" if spec == "lower" else "inf"), self.ctype)
+
+
 def _attribute_constants(attrs, dtype, constants: Constants, fold: bool) -> dict:
     """The instruction's numeric attributes as C constants for its expression's ``{name}``
     fields (`_Constant`). The op's shape rule has checked them (a fused program from a graph
     file is hostile); anything else stays out of the source."""
-    return {
+    numbers = {
         name: _Constant(value, dtype, constants, fold)
         for name, value in attrs
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     }
+    ctype = _C_TYPES.get(dtype, "double")
+    opens = {name: _OpenBound(name, ctype) for name, value in attrs if value is None}
+    return {**numbers, **opens}
 
 
 def _plan(in_types, shape, axes=()) -> tuple[list[list[int]], list[list[bool]], str]:

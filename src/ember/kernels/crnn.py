@@ -184,9 +184,14 @@ class _Product:
     """A layer's recurrent product ``rows x k @ b`` (b: k x G*H, G gates of H units), where
     ember's own kernel runs: ``b`` packed once by blocks of units (crnn_source.py), the result
     ``rec`` laid out by block (``ldr`` values a row); elsewhere ``b`` as a row-major matrix for
-    ember's GEMM and ``rec`` as the plain (rows, G*H) product."""
+    ember's GEMM and ``rec`` as the plain (rows, G*H) product. ``packs``: where ``b`` is a
+    frozen graph constant (ops/recurrent.py's `kept_pack_compile`), a dict keeping its packs
+    by layout between calls (a 256-unit LSTM's W_hh took a sixth of a batch-1 model's time
+    to pack at every call)."""
 
-    def __init__(self, b: np.ndarray, rows: int, hidden: int, gates: int, steps: int = 2):
+    def __init__(
+        self, b: np.ndarray, rows: int, hidden: int, gates: int, steps: int = 2, packs=None
+    ):
         k, n = b.shape
         packed = _packed_functions(b.dtype)
         # one step (an LSTMCell's call, a GRUCell's): packing b, or copying it row-major,
@@ -207,11 +212,17 @@ class _Product:
         self.parts = _split.parts(self.shape, self.shared)
         self.units = _units(hidden, gates, nr, self.parts)
         self.ldr = -(-hidden // self.units) * self.units * gates
-        self.bp = aligned(k * self.ldr, b.dtype)
-        if any(s % b.itemsize for s in b.strides):
-            b = np.ascontiguousarray(b)
-        sp, sj = (s // b.itemsize for s in b.strides)
-        pack(data_address(b), k, hidden, gates, self.units, sp, sj, data_address(self.bp))
+        # (the layout's every choice: the threads' split may change between calls)
+        key = (b.dtype.str, k, hidden, gates, self.units, self.ldr)
+        self.bp = None if packs is None else packs.get(key)
+        if self.bp is None:
+            self.bp = aligned(k * self.ldr, b.dtype)
+            if any(s % b.itemsize for s in b.strides):
+                b = np.ascontiguousarray(b)
+            sp, sj = (s // b.itemsize for s in b.strides)
+            pack(data_address(b), k, hidden, gates, self.units, sp, sj, data_address(self.bp))
+            if packs is not None:
+                packs[key] = self.bp
         self.rec = np.empty((rows, self.ldr), b.dtype)
         self.pool = cpool.parallel_for() if self.parts > 1 else None
 
@@ -290,8 +301,9 @@ def _weight_grad(dg, y, h0, reverse: bool):
     return np.ascontiguousarray(dw_t.T)
 
 
-def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
-    """(y, h_n, c_n, cs, acts) as ops/recurrent.py's ``lstm_layer`` kernel, or None."""
+def lstm_forward(xg, h0, c0, w_hh, reverse: bool, packs=None):
+    """(y, h_n, c_n, cs, acts) as ops/recurrent.py's ``lstm_layer`` kernel, or None.
+    ``packs``: see `_Product`."""
     if not _ready(xg.dtype, xg, h0, c0, w_hh):
         return None
     steps, rows, gates = xg.shape
@@ -300,7 +312,7 @@ def lstm_forward(xg, h0, c0, w_hh, reverse: bool):
     y = np.empty((steps, rows, hidden), xg.dtype)
     cs = np.empty_like(y)
     acts = np.empty((steps, rows, gates), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 4, steps)
+    product = _Product(w_hh.T, rows, hidden, 4, steps, packs)
     arrays = dict(xg=xg, h0=h0, c0=c0, y=y, cs=cs, acts=acts)
     _run(_LSTM, False, y.shape, reverse, product, arrays)
     last = 0 if reverse else steps - 1
@@ -323,8 +335,9 @@ def lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse: 
     return dg, dh0, dc, _weight_grad(dg, y, h0, reverse)
 
 
-def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
-    """(y, h_n, acts) as ops/recurrent.py's ``gru_layer`` kernel, or None."""
+def gru_forward(xg, h0, w_hh, b_hh, reverse: bool, packs=None):
+    """(y, h_n, acts) as ops/recurrent.py's ``gru_layer`` kernel, or None. ``packs``: see
+    `_Product`."""
     if not _ready(xg.dtype, xg, h0, w_hh, b_hh):
         return None
     steps, rows, gates = xg.shape
@@ -332,7 +345,7 @@ def gru_forward(xg, h0, w_hh, b_hh, reverse: bool):
     xg, h0, b_hh = _contiguous(xg, h0, b_hh)
     y = np.empty((steps, rows, hidden), xg.dtype)
     acts = np.empty((steps, rows, 4 * hidden), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 3, steps)
+    product = _Product(w_hh.T, rows, hidden, 3, steps, packs)
     _run(_GRU, False, y.shape, reverse, product, dict(xg=xg, h0=h0, bias=b_hh, y=y, acts=acts))
     return y, y[0 if reverse else steps - 1].copy(), acts
 
@@ -354,14 +367,15 @@ def gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse: bool):
     return dgx, dh0, _weight_grad(dgh, y, h0, reverse), dgh.sum(axis=(0, 1))
 
 
-def elman_forward(xg, h0, w_hh, relu: bool, reverse: bool):
-    """(y, h_n) as ops/recurrent_elman.py's ``rnn_layer`` kernel, or None."""
+def elman_forward(xg, h0, w_hh, relu: bool, reverse: bool, packs=None):
+    """(y, h_n) as ops/recurrent_elman.py's ``rnn_layer`` kernel, or None. ``packs``: see
+    `_Product`."""
     if not _ready(xg.dtype, xg, h0, w_hh):
         return None
     steps, rows, hidden = xg.shape
     xg, h0 = _contiguous(xg, h0)
     y = np.empty((steps, rows, hidden), xg.dtype)
-    product = _Product(w_hh.T, rows, hidden, 1, steps)
+    product = _Product(w_hh.T, rows, hidden, 1, steps, packs)
     _run(_RELU if relu else _TANH, False, y.shape, reverse, product, dict(xg=xg, h0=h0, y=y))
     return y, y[0 if reverse else steps - 1].copy()
 

@@ -31,7 +31,9 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
   type, rounded to the result's dtype (hardtanh's bounds ``{lo}``, ``{hi}``, compared as
   NumPy compares a Python float with a half-precision array) or with ``{name:compute}`` to the
   type the loop computes in (leaky_relu's ``{slope:compute}``, a factor multiplied in float32
-  for half precision); the op's shape rule must check them. Elementwise ops only.
+  for half precision); a bound that may be None (open) is ``{name:lower}`` or ``{name:upper}``,
+  given as -inf or inf where None (clip's ``{lo:lower}``, ``{hi:upper}``); the op's shape rule
+  must check them. Elementwise ops only.
 * ``reduction``: a `ReductionRule`: a fused loop may end in this reduction; the C generators
   (kernels/cfuse.py, kernels/creduce.py) write its accumulation from the rule.
 * ``epilogue``: an `EpilogueRule`: the op's result may take an elementwise epilogue, and how the
@@ -39,7 +41,7 @@ Fusion (transforms/fuse.py, transforms/epilogue.py, kernels/cfuse.py)
 * ``clamp(attrs, constants) -> Clamp | None``: the call bounds its one data operand into an
   interval, the rest of its operands constants (``constants``: per operand its number, None for
   the data), and how it treats a value equal to a bound (the sign of a zero) and NaN (kept):
-  relu, hardtanh, maximum and minimum with a constant. A convolution's store applies it in
+  relu, hardtanh, clip, maximum and minimum with a constant. A convolution's store applies it in
   its epilogue (ops/conv_epilogue.py) with the op's own bits.
 * ``fused``: a `FusedRule`: the op is a group of other ops run as one; what the tools show of it
   (graph/dot.py, tools/viz.py, profiler/) and what its cost counts.

@@ -12,7 +12,7 @@ from ..types import TensorType
 from . import _onnx
 from . import api as E
 from ._registry import OpDef, apply, export, register
-from ._searchsorted_onnx import binary_search
+from ._searchsorted_onnx import binary_search, binary_search_loop
 from ._util import elementwise_cost, reduction_cost
 from .promotion import to_tensor
 
@@ -165,12 +165,9 @@ def _binary_search(seq, values, right: bool):
 
 
 def _onnx_searchsorted(e):
-    """PyTorch's binary search where the rows' length is known (ops/_searchsorted_onnx.py: the
-    eager answer for any sequence). With a symbolic length, the insertion position is the
-    count of elements before it: of the row's elements below the value (``right``: not above
-    it), NaN ordered above every number as in NumPy; the same answer for a sorted sequence
-    without NaN, but not where the sequence holds NaN (eagerly the binary search's path
-    through it decides)."""
+    """PyTorch's binary search (ops/_searchsorted_onnx.py: the eager answer for any sequence,
+    NaN and unsorted rows included): its halvings written out where the rows' length is
+    known, run in a Loop where it is symbolic."""
     seq, values = e.inputs
     st, vt = e.in_types
     common = np.result_type(st.dtype.np, vt.dtype.np)
@@ -179,24 +176,12 @@ def _onnx_searchsorted(e):
     common = dt.from_numpy_dtype(common)
     seq, values = e.cast(seq, common), e.cast(values, common)
     n = st.shape[-1] if len(st.shape) else None
+    rows, right = len(st.shape) > 1, e.attrs["right"]
     if isinstance(n, int):
-        found = binary_search(e, seq, values, n, len(st.shape) > 1, e.attrs["right"])
-        return e.cast(found, e.out_types[0].dtype)
-    v = e.node("Unsqueeze", [values, e.ints([-1])])
-    s = seq if len(st.shape) <= 1 else e.node("Unsqueeze", [seq, e.ints([-2])])
-    if e.attrs["right"]:
-        before = e.node("LessOrEqual", [s, v])
+        found = binary_search(e, seq, values, n, rows, right)
     else:
-        before = e.node("Less", [s, v])
-    if common.is_floating_point:
-        v_nan = e.node("IsNaN", [v])
-        if e.attrs["right"]:
-            before = e.node("Or", [before, v_nan])
-        else:
-            s_number = e.node("Not", [e.node("IsNaN", [s])])
-            before = e.node("Or", [before, e.node("And", [v_nan, s_number])])
-    count = _onnx.reduce(e, "ReduceSum", e.cast(before, dt.int64), (-1,), False)
-    return e.cast(count, e.out_types[0].dtype)
+        found = binary_search_loop(e, seq, values, rows, right, e.out_types[0].shape)
+    return e.cast(found, e.out_types[0].dtype)
 
 
 _SEARCHSORTED = register(

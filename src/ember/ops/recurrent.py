@@ -143,10 +143,33 @@ def _lstm_kernel(xg, h0, c0, w_hh, *, reverse):
     return y, np.array(h, copy=True), np.array(c, copy=True), cs, acts
 
 
-def _lstm_fast(xg, h0, c0, w_hh, *, reverse):
+def _lstm_fast(xg, h0, c0, w_hh, *, reverse, packs=None):
     from ..kernels import crnn
 
-    return crnn.lstm_forward(xg, h0, c0, w_hh, reverse)
+    return crnn.lstm_forward(xg, h0, c0, w_hh, reverse, packs=packs)
+
+
+def kept_pack_compile(weight: int, fast):
+    """The ``compile`` rule of a whole-layer recurrence whose recurrent weight is its input
+    ``weight``: where that is a frozen graph constant (an imported model's W_hh), the node's
+    implementation keeps the weight's packed panels for the program's life (kernels/crnn.py's
+    ``packs``) rather than packing them at every call; ``fast(*arrays, packs=, **attrs)`` is
+    the op's fast rule (None where C does not run it: the kernel then runs)."""
+
+    def compile_node(node):
+        from ..kernels.cconv_constant import frozen_array
+
+        if frozen_array(node, weight) is None:
+            return None
+        attrs, kernel, packs = dict(node.attrs), node.op.kernel, {}
+
+        def run(*arrays, out=None):
+            result = fast(*arrays, packs=packs, **attrs)
+            return kernel(*arrays, **attrs) if result is None else result
+
+        return run
+
+    return compile_node
 
 
 def _lstm_vjp(ctx, gy, ghn, gcn, gcs, gacts):
@@ -293,6 +316,7 @@ LSTM_LAYER = register(
         infer=_lstm_infer,
         kernel=_lstm_kernel,
         fast=_lstm_fast,
+        compile=kept_pack_compile(3, _lstm_fast),
         vjp=_lstm_vjp,
         cost=_recurrent_cost(1),
         num_outputs=5,
@@ -407,10 +431,10 @@ def _gru_kernel(xg, h0, w_hh, b_hh, *, reverse):
     return y, np.array(h, copy=True), acts
 
 
-def _gru_fast(xg, h0, w_hh, b_hh, *, reverse):
+def _gru_fast(xg, h0, w_hh, b_hh, *, reverse, packs=None):
     from ..kernels import crnn
 
-    return crnn.gru_forward(xg, h0, w_hh, b_hh, reverse)
+    return crnn.gru_forward(xg, h0, w_hh, b_hh, reverse, packs=packs)
 
 
 def _gru_vjp(ctx, gy, ghn, gacts):
@@ -493,6 +517,7 @@ GRU_LAYER = register(
         infer=_gru_infer,
         kernel=_gru_kernel,
         fast=_gru_fast,
+        compile=kept_pack_compile(2, _gru_fast),
         vjp=_gru_vjp,
         cost=_recurrent_cost(1, weight=2),
         num_outputs=3,

@@ -29,6 +29,7 @@ from .recurrent import (
     _order,
     _recurrent_cost,
     _weight_grad,
+    kept_pack_compile,
 )
 
 __all__ = ["rnn_layer"]
@@ -50,10 +51,10 @@ def _kernel(xg, h0, w_hh, *, reverse, relu):
     return y, np.array(h, copy=True)
 
 
-def _fast(xg, h0, w_hh, *, reverse, relu):
+def _fast(xg, h0, w_hh, *, reverse, relu, packs=None):
     from ..kernels import crnn
 
-    return crnn.elman_forward(xg, h0, w_hh, relu, reverse)
+    return crnn.elman_forward(xg, h0, w_hh, relu, reverse, packs=packs)
 
 
 def _vjp(ctx, gy, ghn):
@@ -104,6 +105,7 @@ RNN_LAYER = register(
         infer=_infer,
         kernel=_kernel,
         fast=_fast,
+        compile=kept_pack_compile(2, _fast),
         vjp=_vjp,
         cost=_recurrent_cost(1),
         num_outputs=2,

@@ -16,7 +16,7 @@ from . import _onnx_complex as cx
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, TensorBase, apply, export, is_traced, register
-from ._rules import Complex, Select
+from ._rules import Clamp, Complex, Select
 from ._select import select_bits, zero_bits
 from ._util import (
     broadcast_shapes,
@@ -157,6 +157,33 @@ def _onnx_clip(e):
     return e.node("Clip", [e.inputs[0], *bounds])
 
 
+def _clip_clamp(attrs, constants):
+    """np.clip with both bounds is min(max(x, lo), hi), each comparison strict, so a value equal
+    to a bound stays itself (-0.0 against a bound of 0.0, as PyTorch's clamp); with one bound
+    it is np.maximum(x, lo) or np.minimum(x, hi), where a tie gives the bound. NaN stays NaN.
+    Where lo > hi every value becomes hi, and a NaN bound makes NaN: no one `Clamp` says so."""
+    lo, hi = attrs["lo"], attrs["hi"]
+    if lo is None or hi is None:
+        lo = float("-inf") if lo is None else float(lo)
+        hi = float("inf") if hi is None else float(hi)
+        return Clamp(lo, hi, attrs["hi"] is None, attrs["lo"] is None) if lo <= hi else None
+    lo, hi = float(lo), float(hi)
+    return Clamp(lo, hi) if lo <= hi else None
+
+
+# `_clip_clamp`'s comparisons, a NaN bound taken (np.clip's NaN everywhere); an open bound is
+# an infinity, which decides every comparison as no bound would, and ``{b:open}`` gives the
+# other bound its ties
+_CLIP_MAX = (
+    "((({0} < {lo:lower}) | (({0} == {lo:lower}) & {hi:open}) | ({lo:lower} != {lo:lower}))"
+    " ? {lo:lower} : {0})"
+)
+_CLIP_C = (
+    f"((({_CLIP_MAX} > {{hi:upper}}) | (({_CLIP_MAX} == {{hi:upper}}) & {{lo:open}})"
+    f" | ({{hi:upper}} != {{hi:upper}})) ? {{hi:upper}} : {_CLIP_MAX})"
+)
+
+
 _CLIP = register(
     OpDef(
         name="clip",
@@ -167,6 +194,8 @@ _CLIP = register(
         kernel=_clip_kernel,
         vjp=_clip_vjp,
         cost=elementwise_cost(2),
+        c=_CLIP_C,
+        clamp=_clip_clamp,
         doc="clip(x, lo, hi) with scalar bounds (None = unbounded).",
     )
 )

@@ -2,8 +2,9 @@
 
 Every direction of a layer runs one of two ways:
 
-* as ember's whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``, the time loop in
-  C, one node forward and one backward) where the ONNX configuration is PyTorch's: LSTM and
+* as ember's whole-layer op (ops/recurrent.py: ``lstm_layer`` / ``gru_layer``,
+  ops/recurrent_elman.py: ``rnn_layer``, the time loop in C, one node forward and one
+  backward) where the ONNX configuration is PyTorch's: RNN with tanh or relu, LSTM and
   GRU with the default activations, no ``clip``, no peepholes, no ``input_forget``, GRU with
   ``linear_before_reset=1``, float32/float64, and every sequence running the full length. The
   gates are reordered from ONNX's (LSTM: i, o, f, c; GRU: z, r, h) to PyTorch's (i, f, c, o;
@@ -21,6 +22,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ...nn.rnn import whole_layer_applies
 from ...ops.recurrent import gru_layer, lstm_layer
+from ...ops.recurrent_elman import rnn_layer
 from .._convert import converter, is_static, is_symbolic, to_tensor
 from ._common import E, F, given
 
@@ -45,10 +47,10 @@ _DEFAULTS = {"RNN": ("Tanh",), "LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sig
 _GATES = {"RNN": 1, "LSTM": 4, "GRU": 3}
 
 
-def _activations(ctx, kind: str, directions: int) -> list[list]:
+def _activations(ctx, kind: str, directions: int) -> tuple:
     """Per direction, the activation functions (callables of one tensor), consuming
     ``activation_alpha`` / ``activation_beta`` in order for the functions that take them
-    (onnxruntime's convention); and whether they are the defaults."""
+    (onnxruntime's convention); whether they are the defaults; and their names, lowercase."""
     count = len(_DEFAULTS[kind])
     names = ctx.attr("activations", None)
     if not names:
@@ -77,7 +79,7 @@ def _activations(ctx, kind: str, directions: int) -> list[list]:
             n.lower() for n in _DEFAULTS[kind]
         ]
         result.append(fns)
-    return result, default
+    return result, default, [n.lower() for n in names]
 
 
 def _chunks(t, parts: int, axis: int = 0) -> list:
@@ -138,7 +140,8 @@ class _Layer:
         self.p = ctx.tensor(p, self.dtype) if given(p) else None
         clip = ctx.attr("clip", None)
         self.clip = None if clip is None else float(clip)
-        self.acts, self.default_acts = _activations(ctx, kind, self.dirs)
+        # (the names, lowercase, per direction and function: RNN's whole-layer op)
+        self.acts, self.default_acts, self.act_names = _activations(ctx, kind, self.dirs)
 
     def _state(self, value):
         if not given(value):
@@ -235,7 +238,11 @@ def _gates(layer, static, value, order: list[int], parts: int):
     (reordered once, now: a graph constant), else from the tensor ``value``."""
     if static is None:
         return None if value is None else _reorder(value, order, parts)
-    return to_tensor(_reorder(static, order, parts), layer.ctx.label)
+    reordered = _reorder(static, order, parts)
+    # the import's own copy, never written: a captured graph keeps it as a frozen constant
+    # (the whole-layer ops keep W_hh's packed panels: ops/recurrent.py `kept_pack_compile`)
+    reordered.setflags(write=False)
+    return to_tensor(reordered, layer.ctx.label)
 
 
 def _sum(a, b):
@@ -249,9 +256,31 @@ def _sum(a, b):
 @converter("RNN", 1)
 def _rnn(ctx, x, w, r, b=None, lens=None, h0=None):
     layer = _Layer(ctx, "RNN", x, w, r, b, lens, h0)
+    # PyTorch's nn.RNN (tanh or relu in every direction) runs as the whole-layer op, as LSTM
+    # and GRU do: a step-by-step scan over a torch-exported RNN unrolled into many nodes
+    names = layer.act_names
+    fused = (
+        set(names) <= {"tanh", "relu"}
+        and layer.clip is None
+        and layer.full
+        and layer.steps > 0
+        and whole_layer_applies("RNN_TANH", layer.x, [layer.w, layer.r])
+    )
     ys, hs = [], []
     for d in range(layer.dirs):
         wb, rb = _bias_parts(layer, d, 1)
+        if fused:
+            sw, sr, swb, srb = _static_parts(layer, d, 1)
+            w_ih = _gates(layer, sw, layer.w[d], [0], 1)
+            w_hh = _gates(layer, sr, layer.r[d], [0], 1)
+            bias = _gates(layer, _sum(swb, srb), _sum(wb, rb), [0], 1)
+            reverse = layer.direction == "reverse" or d == 1
+            y, h = rnn_layer(
+                F.linear(layer.x, w_ih, bias), layer.h0[d], w_hh, reverse, names[d] == "relu"
+            )
+            ys.append(y)
+            hs.append(h)
+            continue
         xp = F.linear(layer.x, layer.w[d], _sum(wb, rb))
         r_d, (f,) = layer.r[d], layer.acts[d]
 
