@@ -8,6 +8,9 @@ naming the file and the field rather than a MemoryError, or the kernel killing t
 once lazily allocated pages are touched. `decompress_gzip` stops reading a stream at the size
 its caller expects, so a gzip bomb costs no more than the data it claims to hold.
 
+`read_json` reads a small JSON file (a model's configuration) whole, refusing any damage, deep
+nesting and a file of the wrong kind or size with the caller's error naming the file.
+
 A relative name read from a file (a sub-folder in a model's module list) is joined to the
 file's folder by `inside_folder`, which refuses absolute names, ``..`` and links that lead out
 of it.
@@ -15,12 +18,13 @@ of it.
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 
 from .errors import EmberError
 
-__all__ = ["check_allocation", "decompress_gzip", "inside_folder", "physical_memory"]
+__all__ = ["check_allocation", "decompress_gzip", "inside_folder", "physical_memory", "read_json"]
 
 _FALLBACK_MEMORY = 1 << 36  # where the system does not say: 64 GiB
 _CHUNK = 1 << 20
@@ -86,3 +90,38 @@ def inside_folder(folder: str, name, what: str, error=EmberError, op: str = "loa
             f"{what} {name!r:.80} leads (through a link) outside the folder {folder}", op=op
         )
     return full
+
+
+def read_json(
+    path: str,
+    what: str,
+    kind: type = dict,
+    error=EmberError,
+    op: str = "load",
+    limit: int = 64 << 20,
+):
+    """The JSON value of file ``path`` (``what`` says what it is to the reader), which must be
+    a ``kind`` (dict or list); ``error`` (an `EmberError` class) naming the file when it is
+    missing, larger than ``limit`` bytes, not UTF-8, not JSON, nested too deep or of
+    another kind."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise error(f"{path}: {size:,} bytes is too large for {what}", op=op)
+            text = f.read().decode("utf-8")
+        value = json.loads(text)
+    except FileNotFoundError:
+        raise error(f"{path}: no such file ({what})", op=op) from None
+    except (OSError, ValueError, RecursionError) as exc:
+        if isinstance(exc, EmberError):
+            raise
+        reason = str(exc)[:200] if not isinstance(exc, RecursionError) else "nested too deep"
+        raise error(f"{path}: {what} cannot be read as JSON ({reason})", op=op) from exc
+    if not isinstance(value, kind):
+        raise error(
+            f"{path}: {what} is a JSON {type(value).__name__}, not a JSON "
+            f"{'object' if kind is dict else 'list'}",
+            op=op,
+        )
+    return value

@@ -24,13 +24,13 @@ rounding).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import warnings
 
 import numpy as np
 
 from .. import nn
+from .._file_limits import inside_folder, read_json
 from ..errors import EmberError
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
@@ -68,32 +68,31 @@ def default_model_path() -> str:
     return directory
 
 
-def _read_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise EmberError(f"{path}: no such file (the model's {what})", op=_OP) from None
-    except (OSError, ValueError) as exc:
-        raise EmberError(f"{path}: cannot be read as JSON ({exc})", op=_OP) from exc
+def _read_json(path: str, what: str, kind: type = dict):
+    """The JSON value of file ``path`` (the model's ``what``), which must be a ``kind``."""
+    return read_json(path, f"the model's {what}", kind, EmberError, _OP)
 
 
 def _pipeline(directory: str) -> tuple[str, str, bool]:
     """(transformer directory, pooling mode, normalize) from ``modules.json``; a directory
-    without one is a bare transformer with mean pooling (sentence-transformers' default)."""
+    without one is a bare transformer with mean pooling (sentence-transformers' default). A
+    module's folder is read from the file, so it must lie inside ``directory``."""
     path = os.path.join(directory, "modules.json")
     if not os.path.exists(path):
         return directory, "mean", False
-    modules = _read_json(path, "module list")
+    modules = _read_json(path, "module list", list)
     kinds = {}
-    for entry in modules if isinstance(modules, list) else []:
-        kind = str(entry.get("type", "")).rpartition(".")[2] if isinstance(entry, dict) else ""
-        kinds[kind] = os.path.join(directory, entry.get("path", ""))
+    for k, entry in enumerate(modules):
+        if not isinstance(entry, dict) or not isinstance(entry.get("type", ""), str):
+            raise EmberError(f"{path}: module {k} is not an object with a type name", op=_OP)
+        kind = entry.get("type", "").rpartition(".")[2]
+        where = f"{path}: module {k}'s path"
+        kinds[kind] = inside_folder(directory, entry.get("path", ""), where, EmberError, _OP)
     known = {"Transformer", "Pooling", "Normalize"}
     if "Transformer" not in kinds or not set(kinds) <= known:
         raise EmberError(
             f"{path}: expected a Transformer, a Pooling and optionally a Normalize module, "
-            f"got {sorted(kinds) or modules!r}",
+            f"got {sorted(kinds)!r:.200}",
             op=_OP,
         )
     mode = "mean"
@@ -103,7 +102,7 @@ def _pipeline(directory: str) -> tuple[str, str, bool]:
         names = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
         if len(modes) != 1 or modes[0] not in names:
             raise EmberError(
-                f"{kinds['Pooling']}: pooling {modes} is not supported (one of "
+                f"{kinds['Pooling']}: pooling {modes!r:.200} is not supported (one of "
                 "pooling_mode_mean_tokens or pooling_mode_cls_token)",
                 op=_OP,
             )
@@ -181,10 +180,11 @@ class SentenceEmbedder:
         self.model = load_bert(transformer)
         positions = self.model.config.max_position_embeddings
         length = max_seq_length or configured or positions
-        if not isinstance(length, int) or not 2 <= length <= positions:
+        if type(length) is not int or not 2 <= length <= positions:
+            source = "" if max_seq_length else f"{settings}: " if configured else ""
             raise EmberError(
-                f"max_seq_length must be a whole number from 2 to the model's {positions} "
-                f"positions, got {length!r}",
+                f"{source}max_seq_length must be a whole number from 2 to the model's "
+                f"{positions} positions, got {length!r:.60}",
                 op=_OP,
             )
         self.max_seq_length = length
