@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 __all__ = ["create_temporary", "private_directory", "remove_stale_temporaries", "write_atomic"]
-__all__ += ["open_own_file", "read_own_file"]
+__all__ += ["open_own_file", "read_own_file", "write_atomic_together"]
 
 OWN_FILE_MODE = 0o644  # what cache files are written with: readable, writable by this user only
 _STALE_ELSEWHERE_S = 24 * 3600  # a temporary of another host's process: gone after a day
@@ -133,6 +133,52 @@ def write_atomic(path, data: bytes | str, mode: int = 0o666, *, sweep: bool = Tr
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_atomic_together(files: dict, mode: int = 0o666) -> list[Path]:
+    """Replace several files that are only valid together (a model and its data file): each
+    written whole to a temporary first, then renamed over its target; if a write or a rename
+    fails, every target is left as it was (the ones already renamed over are restored from
+    links to their old files kept until the end) and no temporary remains. Returns the
+    paths."""
+    targets = [
+        (Path(path), data.encode() if isinstance(data, str) else data)
+        for path, data in files.items()
+    ]
+    temporaries: list[str] = []
+    kept: dict[Path, str | None] = {}  # target -> a link to its old file (None: none existed)
+    done: list[Path] = []
+    try:
+        for path, data in targets:
+            temporaries.append(create_temporary(path.parent, path.name, mode))
+            with open(temporaries[-1], "wb") as f:
+                f.write(data)
+        for path, _ in targets:
+            kept[path] = None
+            if path.is_file() and not path.is_symlink():
+                keep = create_temporary(path.parent, path.name, mode, sweep=False)
+                os.unlink(keep)
+                os.link(path, keep)
+                kept[path] = keep
+        for (path, _), tmp in zip(targets, temporaries):
+            os.replace(tmp, path)
+            done.append(path)
+    except BaseException:
+        for path in done:  # (in the order renamed: each restored or removed)
+            old = kept.get(path)
+            if old is not None:
+                os.replace(old, path)
+                kept[path] = None
+            else:
+                path.unlink(missing_ok=True)
+        for tmp in temporaries:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        for old in kept.values():
+            if old is not None:
+                Path(old).unlink(missing_ok=True)
+    return [path for path, _ in targets]
 
 
 def _remove_own(path: Path, pid: int) -> None:
