@@ -99,3 +99,31 @@ def test_valid_files_read_as_before(tmp_path):
     (tmp_path / "two.gz").write_bytes(gzip.compress(labels[:7]) + gzip.compress(labels[7:]))
     assert read_idx(tmp_path / "two.gz").tolist() == [0, 3, 9, 1]
     assert idx_module.parse_idx(labels).tolist() == [0, 3, 9, 1]
+
+
+def test_a_damaged_bundled_digits_file_is_refused_saying_to_reinstall(tmp_path, monkeypatch):
+    from ember.data import datasets
+
+    raw = open(datasets.DIGITS_FILE, "rb").read()
+    text = gzip.decompress(raw)
+    damaged = tmp_path / "digits.csv.gz"
+    monkeypatch.setattr(datasets, "DIGITS_FILE", str(damaged))
+    rng = random.Random(fz.seed())
+    tally = fz.Tally()
+    too_long = gzip.compress(text + b"\0" * (20 << 20), compresslevel=1)  # inflates too far
+    variants = [
+        lambda: fz.mutate_bytes(raw, rng),  # (corrupt deflate data raised zlib.error)
+        lambda: gzip.compress(text.replace(b",", rng.choice([b",99,", b",-1,", b";"]), 3), 1),
+        lambda: too_long,
+    ]
+    for case in range(fz.cases(90)):
+        damaged.write_bytes(variants[case % 3]())
+        datasets._digits_raw.cache_clear()
+        tally.check(f"case {case}", lambda: datasets.digits())
+    datasets._digits_raw.cache_clear()
+    assert not tally.escapes, tally.report()
+    assert tally.refused > 60
+    damaged.write_bytes(gzip.compress(text.replace(b"\n", b",\n", 1)))
+    with pytest.raises(DatasetError, match="digits.csv.gz is missing or damaged .*reinstall"):
+        datasets.digits()
+    datasets._digits_raw.cache_clear()
