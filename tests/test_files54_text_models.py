@@ -157,3 +157,14 @@ def test_parameter_count_is_what_the_model_holds():
     config = BertConfig.from_dict(CONFIG)
     model = BertModel(config)
     assert config.parameter_count() == sum(t.numel() for t in model.state_dict().values())
+
+
+def test_a_tokenizer_giving_ids_past_the_vocabulary_is_refused_naming_it(model_folder, tmp_path):
+    from tokenizers import Tokenizer, models
+
+    folder = tmp_path / "m"
+    shutil.copytree(model_folder, folder)
+    vocabulary = {"[UNK]": 1, "hello": len(WORDS)}  # one past the model's embeddings
+    Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]")).save(str(folder / "tokenizer.json"))
+    with pytest.raises(EmberError, match="tokenizer.json: .* ids up to 9, .*vocab_size 9"):
+        sentence_embedder(str(folder))

@@ -128,6 +128,19 @@ def _tokenizer(path: str, max_length: int):
     return tokenizer
 
 
+def _check_vocabulary(tokenizer, vocab_size: int, path: str) -> None:
+    """Refuse a tokenizer that can give ids the model has no embedding for (every text would
+    fail on it, far from the file that is wrong)."""
+    ids = tokenizer.get_vocab(with_added_tokens=True).values()
+    largest = max(ids, default=-1)
+    if largest >= vocab_size:
+        raise EmberError(
+            f"{path}: the tokenizer gives token ids up to {largest}, but the model's config.json "
+            f"has vocab_size {vocab_size}",
+            op=_OP,
+        )
+
+
 class EmbeddingModel(nn.Module):
     """The model part of the pipeline as one module: ``(input_ids, attention_mask,
     token_type_ids)`` to (batch, dim) sentence vectors (BERT, pooling, optional L2
@@ -189,7 +202,9 @@ class SentenceEmbedder:
             )
         self.max_seq_length = length
         self.batch_size = batch_size
-        self.tokenizer = _tokenizer(os.path.join(transformer, "tokenizer.json"), length)
+        tokenizer_path = os.path.join(transformer, "tokenizer.json")
+        self.tokenizer = _tokenizer(tokenizer_path, length)
+        _check_vocabulary(self.tokenizer, self.model.config.vocab_size, tokenizer_path)
         self.pad_id = self.model.config.pad_token_id
         self.dim = self.model.config.hidden_size
         self.module = EmbeddingModel(self.model, self.pooling, self.normalize).eval()
