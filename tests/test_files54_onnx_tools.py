@@ -66,3 +66,21 @@ def test_mutated_models_are_shown_or_refused(tmp_path):
             tally.check(f"case {case}", lambda: _show(path, size))
     assert not tally.escapes, tally.report()
     assert tally.read and tally.refused
+
+
+def test_a_file_larger_than_any_onnx_model_is_refused_before_it_is_read(tmp_path):
+    import tracemalloc
+
+    import ember
+
+    path = tmp_path / "huge.onnx"
+    with open(path, "wb") as f:
+        f.truncate(3 << 30)  # (sparse: no disk used)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ember.EmberError, match="huge.onnx: .* more than a protobuf"):
+            ember.onnx.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
