@@ -8,6 +8,10 @@ naming the file and the field rather than a MemoryError, or the kernel killing t
 once lazily allocated pages are touched. `decompress_gzip` stops reading a stream at the size
 its caller expects, so a gzip bomb costs no more than the data it claims to hold.
 
+A reader opens its file with `open_regular`, which refuses what is not a regular file (a
+named pipe would block the reader forever, ``/dev/zero`` feed it without end) with an OSError
+the reader reports as it reports any unreadable file.
+
 `read_json` reads a small JSON file (a model's configuration) whole, refusing any damage, deep
 nesting and a file of the wrong kind or size with the caller's error naming the file.
 
@@ -18,13 +22,17 @@ of it.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import stat
 import zlib
 
 from .errors import EmberError
 
-__all__ = ["check_allocation", "decompress_gzip", "inside_folder", "physical_memory", "read_json"]
+__all__ = ["check_allocation", "decompress_gzip", "inside_folder", "open_regular"]
+__all__ += ["physical_memory", "read_json"]
 
 _FALLBACK_MEMORY = 1 << 36  # where the system does not say: 64 GiB
 _CHUNK = 1 << 20
@@ -92,6 +100,25 @@ def inside_folder(folder: str, name, what: str, error=EmberError, op: str = "loa
     return full
 
 
+def open_regular(path):
+    """``path`` opened for binary reading when it is a regular file (a link to one is
+    followed); ``IsADirectoryError`` for a folder, ``OSError`` (EINVAL) for a named pipe, a
+    device or a socket. A named pipe is opened without waiting for a writer, to be refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", os.fspath(path))
+        if not stat.S_ISREG(mode):
+            kind = "named pipe" if stat.S_ISFIFO(mode) else "device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file but a {kind}", os.fspath(path))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json(
     path: str,
     what: str,
@@ -105,7 +132,7 @@ def read_json(
     missing, larger than ``limit`` bytes, not UTF-8, not JSON, nested too deep or of
     another kind."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             if size > limit:
                 raise error(f"{path}: {size:,} bytes is too large for {what}", op=op)

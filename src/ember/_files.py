@@ -222,7 +222,9 @@ def open_own_file(path) -> int | None:
     """A read-only descriptor of ``path`` when it is a plain file of this user's that nobody
     else can write (a link is not followed); None otherwise, absent included."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        # (O_NONBLOCK: a named pipe in its place is refused below, not waited on)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
     except (OSError, ValueError):
         return None
     st = os.fstat(fd)

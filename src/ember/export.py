@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from . import dtypes as dt
+from ._file_limits import open_regular
 from ._files import write_atomic
 from ._missing import module_getattr
 from .errors import ArgumentError, EmberError, ShapeError
@@ -501,7 +502,7 @@ def load(f, *, extra_files=None, expected_opset_version=None) -> ExportedProgram
     else:  # the path itself to the importer: its errors name the file, external data is found
         source = where = os.fspath(f)
         try:
-            with open(where, "rb") as stream:
+            with open_regular(where) as stream:
                 head = stream.read(4)
         except OSError as exc:
             raise EmberError(f"cannot read {where}: {exc}", op="export.load") from exc

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from typing import Final  # noqa: F401  (torch.jit.Final)
 
+from ._file_limits import open_regular
 from ._missing import module_getattr
 from .capture.compiled import compile as _compile
 from .capture.function import function as _function
@@ -207,7 +208,7 @@ def load(f, map_location=None, _extra_files=None):
     else:  # the path itself to the importer: its errors name the file, external data is found
         source = name = os.fspath(f)
         try:
-            with open(f, "rb") as stream:
+            with open_regular(f) as stream:
                 head = stream.read(4)
         except OSError as exc:
             raise EmberError(f"cannot read {name}: {exc}", op="jit.load") from exc

@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from .._file_limits import check_allocation, decompress_gzip
+from .._file_limits import check_allocation, decompress_gzip, open_regular
 from ..errors import DatasetError
 
 IDX_TYPES = {
@@ -38,7 +38,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     """The array stored in IDX file ``path`` (native byte order)."""
     path = os.fspath(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below)
+        f = open_regular(path)
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file", op=_OP) from None
     except OSError as exc:

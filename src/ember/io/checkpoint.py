@@ -53,6 +53,7 @@ import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize, serialize_file
 
+from .._file_limits import open_regular
 from .._files import create_temporary
 from ..errors import CheckpointError, CheckpointNotFoundError
 from . import _stream, torch_format, torch_legacy
@@ -238,7 +239,7 @@ def read_safetensors(path, check_metadata) -> tuple[dict, dict]:
             ) from exc
     path = os.fspath(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below)
+        f = open_regular(path)  # (a named pipe or a device: refused, never read without end)
     except FileNotFoundError:
         raise CheckpointNotFoundError(f"{path}: no such file", op="load") from None
     except IsADirectoryError:
