@@ -97,3 +97,14 @@ def test_pickled_calls_of_code_are_refused_and_never_run(tmp_path, monkeypatch, 
     with pytest.raises(CheckpointError, match="evil.pt"):
         ember.load(path)
     assert not os.path.exists(tmp_path / "M")
+
+
+def test_a_legacy_file_larger_than_memory_is_refused_before_it_is_read(seeds, tmp_path):
+    from ember._file_limits import physical_memory
+
+    path = tmp_path / "huge.pt"
+    path.write_bytes(seeds[0])
+    with open(path, "ab") as f:
+        f.truncate(physical_memory() + 1)  # (sparse: no disk used)
+    with pytest.raises(CheckpointError, match="huge.pt: reading this legacy .* more than"):
+        ember.load(path)
