@@ -168,3 +168,14 @@ def test_a_tokenizer_giving_ids_past_the_vocabulary_is_refused_naming_it(model_f
     Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]")).save(str(folder / "tokenizer.json"))
     with pytest.raises(EmberError, match="tokenizer.json: .* ids up to 9, .*vocab_size 9"):
         sentence_embedder(str(folder))
+
+
+def test_a_tokenizer_file_no_memory_can_parse_is_refused_before_parsing(model_folder, tmp_path):
+    from ember._file_limits import physical_memory
+
+    folder = tmp_path / "m"
+    shutil.copytree(model_folder, folder)
+    with open(folder / "tokenizer.json", "ab") as f:
+        f.truncate(physical_memory() // 2)  # (sparse: no disk used)
+    with pytest.raises(EmberError, match="tokenizer.json: parsing this tokenizer .* more than"):
+        sentence_embedder(str(folder))

@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 from .. import nn
-from .._file_limits import inside_folder, read_json
+from .._file_limits import check_allocation, inside_folder, read_json
 from ..errors import EmberError
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
@@ -119,6 +119,9 @@ def _tokenizer(path: str, max_length: int):
         ) from None
     if not os.path.isfile(path):
         raise EmberError(f"{path}: no such file (the model's tokenizer)", op=_OP)
+    # (the Rust parser aborts the process when an allocation fails: a file no memory can
+    # parse, taken as a few times its size, is refused here instead)
+    check_allocation(4 * os.path.getsize(path), f"{path}: parsing this tokenizer", op=_OP)
     try:
         tokenizer = Tokenizer.from_file(path)
     except Exception as exc:  # the Rust side raises plain Exceptions
