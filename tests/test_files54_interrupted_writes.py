@@ -170,3 +170,21 @@ def test_writing_together_restores_what_was_renamed_when_a_later_rename_fails(
     monkeypatch.undo()
     _files.write_atomic_together({tmp_path / "a": b"new a", tmp_path / "b": b"new b"})
     assert _folder(tmp_path) == {"a": b"new a", "b": b"new b"}
+
+
+def test_a_gemm_tuning_that_cannot_be_written_still_serves_this_process(tmp_path, monkeypatch):
+    from ember.kernels import gemm_tune
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(gemm_tune, "_loaded", {})
+    monkeypatch.setattr(gemm_tune, "_current", None)
+    rows = ((524288, 2e-5, 1e-5, 1),)
+    few = (1,) * len(gemm_tune._FEW_ROWS)
+    tuning = gemm_tune.GemmTuning(
+        gemm_tune.machine_key(), 1e-5, 1e11, 3e10, {"float32": rows}, {"float32": few},
+        {"float32": (0,) * len(few)},
+    )  # fmt: skip
+    monkeypatch.setattr(gemm_tune, "measure", lambda *_: tuning)
+    _full_disk(monkeypatch)  # (a product's first call must not fail on a full disk)
+    assert gemm_tune.calibrate() is tuning
+    assert [p.name for p in tmp_path.iterdir()] == []

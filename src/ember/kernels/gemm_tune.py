@@ -369,7 +369,10 @@ def calibrate(force: bool = False) -> GemmTuning:
             tuning = measure(held) if held is not None else measure()
             if tuning is None:
                 return GemmTuning(machine_key(), math.inf, 1.0, 1.0, {}, {})
-            write_atomic(path, json.dumps(_to_json(tuning)), OWN_FILE_MODE)
+            try:
+                write_atomic(path, json.dumps(_to_json(tuning)), OWN_FILE_MODE)
+            except OSError:  # (a full or read-only disk: the tuning holds for this process)
+                pass
         _loaded[str(path)] = _current = tuning
         return tuning
 
