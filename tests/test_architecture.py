@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.random_streams",
             "ember.random_box_muller",
             "ember._files",
+            "ember._file_limits",
             "ember._env",
             "ember._allocator",
             "ember.devices",

@@ -16,6 +16,13 @@ between machines, any whose file is over a day old (`remove_stale_temporaries`);
 cache, too large to list at every write, sweeps all its temporaries when it checks its size. Private
 folders made with `private_directory` are named the same way and removed at exit, or by the
 next process when their owner was killed.
+
+Files ember wrote for itself. A cache file (a compiled kernel, a calibration) steers what ember
+runs, so it is read only when no one else could have written it: `open_own_file` opens a
+plain file of this user's that nobody else can write, never through a link, and
+`read_own_file` reads one whole, up to a size; anything else reads as absent, and the caller
+builds or measures afresh. Such files are written ``0o644`` (`OWN_FILE_MODE`), whatever the
+umask, so they pass that test.
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
 
 __all__ = ["create_temporary", "private_directory", "remove_stale_temporaries", "write_atomic"]
+__all__ += ["open_own_file", "read_own_file", "write_atomic_together"]
 
+OWN_FILE_MODE = 0o644  # what cache files are written with: readable, writable by this user only
 _STALE_ELSEWHERE_S = 24 * 3600  # a temporary of another host's process: gone after a day
 _TEMPORARY = re.compile(r"\.(?P<base>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp")
 _PRIVATE = re.compile(r"(?P<prefix>.+)-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-f]{8}")
@@ -125,6 +135,52 @@ def write_atomic(path, data: bytes | str, mode: int = 0o666, *, sweep: bool = Tr
     return path
 
 
+def write_atomic_together(files: dict, mode: int = 0o666) -> list[Path]:
+    """Replace several files that are only valid together (a model and its data file): each
+    written whole to a temporary first, then renamed over its target; if a write or a rename
+    fails, every target is left as it was (the ones already renamed over are restored from
+    links to their old files kept until the end) and no temporary remains. Returns the
+    paths."""
+    targets = [
+        (Path(path), data.encode() if isinstance(data, str) else data)
+        for path, data in files.items()
+    ]
+    temporaries: list[str] = []
+    kept: dict[Path, str | None] = {}  # target -> a link to its old file (None: none existed)
+    done: list[Path] = []
+    try:
+        for path, data in targets:
+            temporaries.append(create_temporary(path.parent, path.name, mode))
+            with open(temporaries[-1], "wb") as f:
+                f.write(data)
+        for path, _ in targets:
+            kept[path] = None
+            if path.is_file() and not path.is_symlink():
+                keep = create_temporary(path.parent, path.name, mode, sweep=False)
+                os.unlink(keep)
+                os.link(path, keep)
+                kept[path] = keep
+        for (path, _), tmp in zip(targets, temporaries):
+            os.replace(tmp, path)
+            done.append(path)
+    except BaseException:
+        for path in done:  # (in the order renamed: each restored or removed)
+            old = kept.get(path)
+            if old is not None:
+                os.replace(old, path)
+                kept[path] = None
+            else:
+                path.unlink(missing_ok=True)
+        for tmp in temporaries:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        for old in kept.values():
+            if old is not None:
+                Path(old).unlink(missing_ok=True)
+    return [path for path, _ in targets]
+
+
 def _remove_own(path: Path, pid: int) -> None:
     if os.getpid() == pid:  # (a forked child runs its parent's exit handlers: not its folder)
         shutil.rmtree(path, ignore_errors=True)
@@ -160,3 +216,39 @@ def private_directory(prefix: str) -> Path:
         atexit.register(_remove_own, path, os.getpid())
         return path
     raise FileExistsError(f"cannot create a private folder {prefix}-... in {parent}")
+
+
+def open_own_file(path) -> int | None:
+    """A read-only descriptor of ``path`` when it is a plain file of this user's that nobody
+    else can write (a link is not followed); None otherwise, absent included."""
+    try:
+        # (O_NONBLOCK: a named pipe in its place is refused below, not waited on)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    st = os.fstat(fd)
+    others_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or others_write:
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_own_file(path, limit: int = 16 << 20) -> bytes | None:
+    """The bytes of ``path`` when `open_own_file` opens it and it holds at most ``limit``
+    bytes; None otherwise."""
+    fd = open_own_file(path)
+    if fd is None:
+        return None
+    try:
+        if os.fstat(fd).st_size > limit:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

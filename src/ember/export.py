@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from . import dtypes as dt
+from ._file_limits import open_regular
 from ._files import write_atomic
 from ._missing import module_getattr
 from .errors import ArgumentError, EmberError, ShapeError
@@ -497,20 +498,21 @@ def load(f, *, extra_files=None, expected_opset_version=None) -> ExportedProgram
 
     if hasattr(f, "read"):
         data, where = f.read(), getattr(f, "name", "<stream>")
-    else:
-        where = os.fspath(f)
+        source, head = data, data[:4]
+    else:  # the path itself to the importer: its errors name the file, external data is found
+        source = where = os.fspath(f)
         try:
-            with open(where, "rb") as stream:
-                data = stream.read()
+            with open_regular(where) as stream:
+                head = stream.read(4)
         except OSError as exc:
             raise EmberError(f"cannot read {where}: {exc}", op="export.load") from exc
-    if data[:4] == b"PK\x03\x04":
+    if head == b"PK\x03\x04":
         raise EmberError(
             f"{where} is a .pt2 archive written by PyTorch, which ember does not read; export "
             "the model with torch.onnx.export and load that file with ember.onnx.load",
             op="export.load",
         )
-    module = onnx.load(data, trainable=True)
+    module = onnx.load(source, trainable=True)
     specs, ranges = [], {}
     for name in module.input_names:
         dtype, shape = module._runner.declared[name]

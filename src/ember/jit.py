@@ -20,8 +20,10 @@ the ``onnx`` package (``pip install 'ember[onnx]'``).
 
 from __future__ import annotations
 
+import os
 from typing import Final  # noqa: F401  (torch.jit.Final)
 
+from ._file_limits import open_regular
 from ._missing import module_getattr
 from .capture.compiled import compile as _compile
 from .capture.function import function as _function
@@ -178,7 +180,6 @@ def save(m, f, _extra_files=None) -> None:
     batched = [TensorSpec((None, *shape[1:]) if shape else (), dtype) for shape, dtype in types]
     fixed = [TensorSpec(shape, dtype) for shape, dtype in types]
     path, stream = (None, f) if hasattr(f, "write") else (f, None)
-    import os
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -203,14 +204,15 @@ def load(f, map_location=None, _extra_files=None):
         raise EmberError(f"ember runs on the CPU, got map_location={map_location!r}", op="jit.load")
     if hasattr(f, "read"):
         data, name = f.read(), getattr(f, "name", "<stream>")
-    else:
-        name = str(f)
+        source, head = data, data[:4]
+    else:  # the path itself to the importer: its errors name the file, external data is found
+        source = name = os.fspath(f)
         try:
-            with open(f, "rb") as stream:
-                data = stream.read()
+            with open_regular(f) as stream:
+                head = stream.read(4)
         except OSError as exc:
             raise EmberError(f"cannot read {name}: {exc}", op="jit.load") from exc
-    if data[:4] == b"PK\x03\x04":
+    if head == b"PK\x03\x04":
         raise EmberError(
             f"{name} is a TorchScript archive written by PyTorch, which ember does not "
             "run; export the model with torch.onnx.export and load that file with "
@@ -219,7 +221,7 @@ def load(f, map_location=None, _extra_files=None):
         )
     from . import onnx
 
-    return onnx.load(data, trainable=True)
+    return onnx.load(source, trainable=True)
 
 
 def is_scripting() -> bool:

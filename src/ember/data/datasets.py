@@ -22,13 +22,15 @@ installs them in /usr/share/datasets/fashion-mnist.
 from __future__ import annotations
 
 import functools
-import gzip
+import io
 import os
+import zlib
 from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 
+from .._file_limits import decompress_gzip
 from ..errors import DatasetError
 from ..tensor import Tensor
 from .collate import default_collate
@@ -98,22 +100,36 @@ class LabeledImages(Dataset):
 
 
 # ------------------------------------------------------------------------------------- digits
+_DIGITS_MAX_BYTES = 16 << 20  # the table is about 0.5 MB: far more is not the bundled file
+
+
 @functools.cache
 def _digits_raw() -> tuple[np.ndarray, np.ndarray]:
-    try:
-        with gzip.open(DIGITS_FILE, "rt") as f:
-            table = np.loadtxt(f, delimiter=",", dtype=np.int64)
-    except (OSError, ValueError, EOFError) as exc:
-        raise DatasetError(
-            f"the bundled digits file {DIGITS_FILE} is missing or damaged ({exc}); reinstall ember",
-            op="digits",
-        ) from exc
-    if table.ndim != 2 or table.shape[1] != 65:
-        raise DatasetError(
-            f"{DIGITS_FILE}: expected rows of 64 pixels and a label, got shape {table.shape}",
+    def damaged(why: str) -> DatasetError:
+        return DatasetError(
+            f"the bundled digits file {DIGITS_FILE} is missing or damaged ({why}); reinstall ember",
             op="digits",
         )
-    pixels, labels = table[:, :64].astype(np.uint8), table[:, 64]
+
+    try:
+        with open(DIGITS_FILE, "rb") as f:
+            raw = f.read(_DIGITS_MAX_BYTES + 1)
+        text = decompress_gzip(raw, _DIGITS_MAX_BYTES)
+        if len(text) > _DIGITS_MAX_BYTES:
+            raise damaged(f"it inflates to more than {_DIGITS_MAX_BYTES:,} bytes")
+        table = np.loadtxt(io.StringIO(text.decode("ascii")), delimiter=",", dtype=np.int64)
+    except (OSError, ValueError, EOFError, zlib.error) as exc:
+        if isinstance(exc, DatasetError):
+            raise
+        raise damaged(str(exc)[:200]) from exc
+    if table.ndim != 2 or table.shape[1] != 65:
+        raise damaged(f"expected rows of 64 pixels and a label, got shape {table.shape}")
+    pixels, labels = table[:, :64], table[:, 64]
+    if pixels.size and not (pixels.min() >= 0 and pixels.max() <= 16):
+        raise damaged("a pixel value is outside 0..16")
+    if labels.size and not (labels.min() >= 0 and labels.max() <= 9):
+        raise damaged("a label is outside 0..9")
+    pixels = pixels.astype(np.uint8)
     pixels.flags.writeable = labels.flags.writeable = False  # shared by every call: read-only
     return pixels, labels
 

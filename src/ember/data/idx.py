@@ -5,12 +5,13 @@ An IDX file is: two zero bytes, a type code (0x08 uint8, 0x09 int8, 0x0B int16, 
 uint32, then the values in row-major order, big-endian. `read_idx` checks every one of those
 facts and that the data is exactly as long as the dimensions say; any violation raises
 `ember.DatasetError` naming the file and what is wrong. Gzip is recognised by its magic bytes,
-whatever the file's name.
+whatever the file's name, and inflated only as far as the header's dimensions say (a stream
+that expands further is refused as having trailing bytes, never inflated whole); dimensions
+whose array would not fit in memory are refused before anything is allocated.
 """
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import struct
@@ -18,6 +19,7 @@ import zlib
 
 import numpy as np
 
+from .._file_limits import check_allocation, decompress_gzip, open_regular
 from ..errors import DatasetError
 
 IDX_TYPES = {
@@ -36,22 +38,57 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     """The array stored in IDX file ``path`` (native byte order)."""
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        f = open_regular(path)
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file", op=_OP) from None
     except OSError as exc:
         raise DatasetError(f"{path}: cannot be read ({exc.strerror or exc})", op=_OP) from exc
-    if raw[:2] == _GZIP_MAGIC:
+    with f:
+        check_allocation(os.fstat(f.fileno()).st_size, f"{path}: reading it", DatasetError, _OP)
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DatasetError(
-                f"{path}: the gzip stream is truncated or corrupt ({exc}); download or "
-                "reinstall the file",
-                op=_OP,
-            ) from exc
+            raw = f.read()
+        except OSError as exc:
+            raise DatasetError(f"{path}: cannot be read ({exc.strerror or exc})", op=_OP) from exc
+    if raw[:2] == _GZIP_MAGIC:
+        raw = _inflate(raw, path)
     return parse_idx(raw, path)
+
+
+def _inflate(raw: bytes, path: str) -> bytes:
+    """The IDX bytes of gzip file ``path``: its header first, then exactly the data that
+    header declares (and one byte more, to see trailing bytes), so a stream that expands far
+    beyond what its header declares (a gzip bomb) is never inflated whole."""
+    head = _decompress(raw, 4, path)
+    if len(head) < 4:
+        return head  # (too short for a header: `parse_idx` says so)
+    header = 4 + 4 * head[3]
+    head = _decompress(raw, header, path)
+    if len(head) < header:
+        return head
+    return _decompress(raw, header + _data_bytes(head, path), path)
+
+
+def _decompress(raw: bytes, limit: int, path: str) -> bytes:
+    try:
+        return decompress_gzip(raw, limit)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DatasetError(
+            f"{path}: the gzip stream is truncated or corrupt ({exc}); download or "
+            "reinstall the file",
+            op=_OP,
+        ) from exc
+
+
+def _data_bytes(header: bytes, name: str) -> int:
+    """The data size a complete IDX header declares (0 for one `parse_idx` will refuse),
+    refused when no array of it fits in this machine's memory."""
+    code, ndim = header[2], header[3]
+    if code not in IDX_TYPES or ndim == 0:
+        return 0
+    dims = struct.unpack(f">{ndim}I", header[4 : 4 + 4 * ndim])
+    nbytes = math.prod(dims) * IDX_TYPES[code].itemsize
+    check_allocation(nbytes, f"{name}: the IDX dimensions {dims}", DatasetError, _OP)
+    return nbytes
 
 
 def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
@@ -82,7 +119,7 @@ def parse_idx(raw: bytes, name: str = "<bytes>") -> np.ndarray:
         )
     dims = struct.unpack(f">{ndim}I", raw[4:header])
     dtype = IDX_TYPES[code]
-    expected = math.prod(dims) * dtype.itemsize
+    expected = _data_bytes(raw[:header], name)
     actual = len(raw) - header
     if actual != expected:
         what = "truncated" if actual < expected else "has trailing bytes"

@@ -53,6 +53,7 @@ import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize, serialize_file
 
+from .._file_limits import check_allocation, open_regular
 from .._files import create_temporary
 from ..errors import CheckpointError, CheckpointNotFoundError
 from . import _stream, torch_format, torch_legacy
@@ -130,7 +131,13 @@ def load(
     if torch_format.is_torch_file(head):
         return torch_format.load_torch(path, map_location, weights_only)
     if torch_legacy.is_legacy(head):
-        with open(path, "rb") as legacy:
+        try:
+            legacy = open_regular(path)
+        except OSError as exc:
+            raise CheckpointError(f"{path}: cannot be read ({exc})", op="load") from exc
+        with legacy:  # (read whole: its pickles come before the data they name)
+            size = os.fstat(legacy.fileno()).st_size
+            check_allocation(size, f"{path}: reading this legacy checkpoint", CheckpointError)
             return torch_legacy.load_legacy(legacy.read(), path)
     return _load_ember(path, path)
 
@@ -238,7 +245,7 @@ def read_safetensors(path, check_metadata) -> tuple[dict, dict]:
             ) from exc
     path = os.fspath(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below)
+        f = open_regular(path)  # (a named pipe or a device: refused, never read without end)
     except FileNotFoundError:
         raise CheckpointNotFoundError(f"{path}: no such file", op="load") from None
     except IsADirectoryError:

@@ -49,6 +49,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from .. import dtypes as dt
+from .._file_limits import open_regular
 from ..errors import CheckpointError, EmberError
 from . import numpy_values, safe_globals
 from .torch_values import (  # noqa: F401  (the legacy reader's names too)
@@ -314,7 +315,7 @@ def _load_archive(archive: zipfile.ZipFile, path: str):
 def sniff(path: str) -> bytes:
     """The first bytes of ``path`` ('' when it cannot be read: the caller reports that)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(4)
     except OSError:
         return b""

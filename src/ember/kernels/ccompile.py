@@ -61,7 +61,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._files import create_temporary, private_directory, write_atomic
+from .._files import create_temporary, open_own_file, private_directory, write_atomic
 from ..errors import EmberError, user_stacklevel
 from .ccache_limit import DEFAULT_CACHE_MB, cache_limit_bytes, keep_within_limit
 
@@ -291,15 +291,7 @@ def _digest(data: bytes) -> str:
 def _open_trusted(path: Path) -> int | None:
     """A read-only descriptor of ``path`` when it is a plain file of this user's that nobody
     else can write (not followed if it is a link); None otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or _writable_by_others(st.st_mode):
-        os.close(fd)
-        return None
-    return fd
+    return open_own_file(path)
 
 
 def _read_fd(fd: int) -> bytes:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._files import write_atomic
+from .._files import OWN_FILE_MODE, read_own_file, write_atomic
 from .timing import choose, clearly_faster, interleaved
 from .timing import median as _median
 
@@ -369,7 +369,10 @@ def calibrate(force: bool = False) -> GemmTuning:
             tuning = measure(held) if held is not None else measure()
             if tuning is None:
                 return GemmTuning(machine_key(), math.inf, 1.0, 1.0, {}, {})
-            write_atomic(path, json.dumps(_to_json(tuning)))
+            try:
+                write_atomic(path, json.dumps(_to_json(tuning)), OWN_FILE_MODE)
+            except OSError:  # (a full or read-only disk: the tuning holds for this process)
+                pass
         _loaded[str(path)] = _current = tuning
         return tuning
 
@@ -395,8 +398,11 @@ def _number(x, positive: bool = True) -> bool:
 def _read(path) -> GemmTuning | None:
     """The tuning in ``path``, or None (measure again) where it is missing, unreadable, of
     another machine or format, or holds values `measure` does not write."""
+    raw = read_own_file(path)  # (a cache file someone else could write is not read)
+    if raw is None:
+        return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return None
     keys = {"format", "machine", "wake_s", "flops_per_s", "bytes_per_s", "products", "few"}

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._file_limits import physical_memory
 from ..errors import OnnxError
 
 # a declared tensor larger than this is refused before anything is allocated (the file would
 # have to carry it anyway; this only stops a header that lies from reserving memory)
 MAX_TENSOR_BYTES = 1 << 36
+_PROTOBUF_MAX_BYTES = 2**31 - 1  # no ModelProto is larger: bigger models use external data
 
 DEFAULT_DOMAIN = ""  # "ai.onnx"
 
@@ -32,10 +34,7 @@ DEFAULT_DOMAIN = ""  # "ai.onnx"
 def memory_bytes() -> int:
     """This machine's physical memory: no single value of a model may need more (a hostile
     shape would otherwise be allocated, lazily, until the system kills the process)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return MAX_TENSOR_BYTES
+    return physical_memory()
 
 
 def require_onnx():
@@ -73,6 +72,13 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
         if not os.path.isfile(path):
             raise OnnxError(f"{path}: no such ONNX model file")
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > _PROTOBUF_MAX_BYTES:  # (refused before it is read into memory)
+                raise OnnxError(
+                    f"{path}: {size:,} bytes is more than a protobuf message can hold "
+                    f"({_PROTOBUF_MAX_BYTES:,}); a model that large keeps its tensors in "
+                    "external data files"
+                )
             data = f.read()
         base_dir = os.path.dirname(os.path.abspath(path))
         proto = _parse(onnx, data, name)

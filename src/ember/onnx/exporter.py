@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._files import write_atomic
+from .._files import write_atomic, write_atomic_together
 from ..autograd import no_grad
 from ..errors import OnnxError
 from ..graph import scope as _scope
@@ -445,12 +445,6 @@ def _write_external(onnx, model, path: Path) -> list:
         chunks.append(raw)
         offset += len(raw)
     data_path = path.with_name(data_name)
-    existed = data_path.exists()
-    write_atomic(data_path, b"".join(chunks))
-    try:
-        write_atomic(path, model.SerializeToString())
-    except BaseException:
-        if not existed:
-            os.unlink(data_path)
-        raise
+    # (a model with another export's data would be damaged: both replaced, or neither)
+    write_atomic_together({data_path: b"".join(chunks), path: model.SerializeToString()})
     return [path, data_path]

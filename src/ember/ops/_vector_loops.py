@@ -27,6 +27,7 @@ import json
 import threading
 import time
 
+from .._files import OWN_FILE_MODE, read_own_file, write_atomic
 from ..kernels.timing import clearly_faster, interleaved
 
 __all__ = ["loop_chosen"]
@@ -47,8 +48,11 @@ def _path():
 
 
 def _read() -> dict:
+    raw = read_own_file(_path())  # (a cache file someone else could write is not read)
+    if raw is None:
+        return {}
     try:
-        data = json.loads(_path().read_text())
+        data = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
@@ -79,9 +83,7 @@ def loop_chosen(name: str, dtype, call_loop, call_numpy) -> bool:
     with _lock:
         _choices = {**_read(), **_choices, key: chosen}
         try:
-            from .._files import write_atomic
-
-            write_atomic(_path(), json.dumps(_choices, sort_keys=True))
+            write_atomic(_path(), json.dumps(_choices, sort_keys=True), OWN_FILE_MODE)
         except OSError:  # (a read-only cache: the choice holds for this process)
             pass
     return chosen

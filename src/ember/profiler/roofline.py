@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._files import write_atomic
+from .._files import OWN_FILE_MODE, read_own_file, write_atomic
 
 __all__ = ["Peaks", "bound", "cache_path", "machine_peaks", "measure_peaks"]
 
@@ -114,12 +114,14 @@ def machine_peaks(remeasure: bool = False) -> Peaks:
 
 
 def _read(path: Path) -> dict:
+    raw = read_own_file(path)  # (a file someone else could write is not read: measured anew)
+    if raw is None:
+        return {}
     try:
-        with open(path) as f:
-            table = json.load(f)
+        table = json.loads(raw)
         return table if isinstance(table, dict) else {}
-    except (OSError, ValueError, RecursionError):
-        return {}  # absent or damaged: measure again
+    except (ValueError, RecursionError):
+        return {}  # damaged: measure again
 
 
 def _stored(entry) -> Peaks | None:
@@ -139,7 +141,7 @@ def _write(path: Path, table: dict) -> None:
     """Replace the file whole (a concurrent reader sees the old or the new table)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(table, indent=1))
+        write_atomic(path, json.dumps(table, indent=1), OWN_FILE_MODE)
     except OSError:
         pass  # an unwritable cache costs a measurement per process, nothing else
 

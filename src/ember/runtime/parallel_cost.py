@@ -58,7 +58,7 @@ from dataclasses import fields as dataclass_fields
 
 import numpy as np
 
-from .._files import write_atomic
+from .._files import OWN_FILE_MODE, read_own_file, write_atomic
 from ..kernels.cpool import cpu_count, cpu_model
 
 FORMAT_VERSION = "6"  # 3: matmuls timed through ember's kernel (kernels/cgemm.py); 4: its own GEMM;
@@ -277,8 +277,11 @@ def _read(path) -> Calibration | None:
     """The calibration in ``path``, or None (measure again) when it is missing, unreadable,
     of another format, or damaged: valid JSON whose values are not what `measure` writes (the
     wrong kinds, negative or non-finite times, tables whose sizes do not rise)."""
+    raw = read_own_file(path)  # (a cache file someone else could write is not read)
+    if raw is None:
+        return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return None  # missing or unreadable: measure again
     if not isinstance(data, dict) or data.pop("format", None) != FORMAT_VERSION:
@@ -332,7 +335,7 @@ def _table(rows, width: int) -> list | None:
 def _write(path, calibration: Calibration) -> None:
     data = dict(asdict(calibration), format=FORMAT_VERSION)
     try:
-        write_atomic(path, json.dumps(data, indent=1))
+        write_atomic(path, json.dumps(data, indent=1), OWN_FILE_MODE)
     except OSError:
         pass  # an unwritable cache costs a re-measurement next process, nothing else
 

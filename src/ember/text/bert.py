@@ -19,13 +19,14 @@ safetensors reader (ember/io/checkpoint.py: header, extents and file size checke
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from .. import nn
+from .._file_limits import check_allocation, read_json
 from ..dtypes import bool_, int64
 from ..errors import EmberError
 from ..nn import functional as F
@@ -84,31 +85,64 @@ class BertConfig:
             )
 
     @classmethod
-    def from_dict(cls, values: dict) -> BertConfig:
+    def from_dict(cls, values: dict, where: str = "BertConfig") -> BertConfig:
+        """The configuration of a ``config.json``'s object; every field the forward pass reads
+        is checked for its kind and range (a file is not trusted), each refusal naming
+        ``where`` (the file) and the field."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        chosen = {k: v for k, v in values.items() if k in known}
+        for name, value in chosen.items():
+            _check_field(name, value, where)
+        config = cls(**chosen)
+        if not 0 <= config.pad_token_id < config.vocab_size:
+            raise EmberError(
+                f"{where}: pad_token_id {config.pad_token_id} is not a token id below "
+                f"vocab_size {config.vocab_size}",
+                op="BertConfig",
+            )
+        return config
+
+    def parameter_count(self) -> int:
+        """How many numbers `BertModel` of this configuration holds (its weights and the
+        position-ids buffer): what building it allocates."""
+        h, i = self.hidden_size, self.intermediate_size
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h
+        layer = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h  # attention, feed-forward, 2 norms
+        norm, pooler, position_ids = 2 * h, h * h + h, self.max_position_embeddings
+        return embeddings + norm + self.num_hidden_layers * layer + pooler + position_ids
 
     @classmethod
     def from_json(cls, path) -> BertConfig:
         """The configuration in a ``transformers`` ``config.json``."""
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except FileNotFoundError:
-            raise EmberError(f"{path}: no such file", op="BertConfig.from_json") from None
-        except (OSError, ValueError) as exc:
-            raise EmberError(
-                f"{path}: cannot be read as JSON ({exc})", op="BertConfig.from_json"
-            ) from exc
-        if not isinstance(values, dict):
-            raise EmberError(f"{path}: not a JSON object", op="BertConfig.from_json")
+        values = read_json(path, "a BERT config", dict, EmberError, "BertConfig.from_json")
         if values.get("model_type", "bert") != "bert":
             raise EmberError(
-                f"{path}: model_type is {values['model_type']!r}, not 'bert'",
+                f"{path}: model_type is {values['model_type']!r:.60}, not 'bert'",
                 op="BertConfig.from_json",
             )
-        return cls.from_dict(values)
+        return cls.from_dict(values, path)
+
+
+# what each field read from a file must be: sizes are counts of at least one (pad_token_id
+# and the dropout rates may be 0), rates lie in [0, 1], the epsilon is positive and finite
+_AT_LEAST = {"pad_token_id": 0}
+_RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+
+
+def _check_field(name: str, value, where: str) -> None:
+    kind = {f.name: f.type for f in fields(BertConfig)}[name]
+    if kind == "int":
+        ok = type(value) is int and value >= _AT_LEAST.get(name, 1)
+        wanted = f"a whole number of at least {_AT_LEAST.get(name, 1)}"
+    elif kind == "float":
+        ok = type(value) in (int, float) and math.isfinite(value)
+        ok = ok and (0 <= value <= 1 if name in _RATES else value > 0)
+        wanted = "a number from 0 to 1" if name in _RATES else "a positive finite number"
+    else:
+        ok, wanted = isinstance(value, str), "a string"
+    if not ok:
+        raise EmberError(f"{where}: {name} must be {wanted}, got {value!r:.60}", op="BertConfig")
 
 
 class BertEmbeddings(nn.Module):
@@ -331,12 +365,32 @@ def load_bert(directory) -> BertModel:
     from ..io.checkpoint import read_safetensors
 
     directory = os.fspath(directory)
-    model = BertModel(BertConfig.from_json(os.path.join(directory, "config.json")))
-    _metadata, arrays = read_safetensors(
-        os.path.join(directory, "model.safetensors"), lambda metadata, path: None
-    )
+    config_path = os.path.join(directory, "config.json")
+    weights = os.path.join(directory, "model.safetensors")
+    config = BertConfig.from_json(config_path)
+    _check_size(config, config_path, weights)
+    model = BertModel(config)
+    _metadata, arrays = read_safetensors(weights, lambda metadata, path: None)
     state = {name: from_numpy(a) for name, a in arrays.items()}
     # (newer transformers versions no longer save the position_ids buffer)
     state.setdefault("embeddings.position_ids", model.embeddings.position_ids)
     model.load_state_dict(state, strict=True)
     return model.eval()
+
+
+def _check_size(config: BertConfig, config_path: str, weights: str) -> None:
+    """Refuse a configuration whose model could not be what ``weights`` holds, before the
+    model is built: a strict load needs every weight in the file, at least a byte each (the
+    position ids excepted: newer files leave them out), and none may outgrow memory."""
+    count = config.parameter_count()
+    check_allocation(4 * count, f"{config_path}: the model it configures", EmberError, "load_bert")
+    try:
+        size = os.stat(weights).st_size
+    except OSError:
+        return  # (the reader says what is wrong with it)
+    if count - config.max_position_embeddings > size:
+        raise EmberError(
+            f"{config_path}: configures {count:,} weights, more than {weights}'s {size:,} "
+            "bytes can hold",
+            op="load_bert",
+        )

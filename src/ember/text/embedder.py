@@ -24,13 +24,13 @@ rounding).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import warnings
 
 import numpy as np
 
 from .. import nn
+from .._file_limits import check_allocation, inside_folder, read_json
 from ..errors import EmberError, user_stacklevel
 from ..grad_mode import no_grad
 from ..ops.creation import from_numpy
@@ -68,32 +68,31 @@ def default_model_path() -> str:
     return directory
 
 
-def _read_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise EmberError(f"{path}: no such file (the model's {what})", op=_OP) from None
-    except (OSError, ValueError) as exc:
-        raise EmberError(f"{path}: cannot be read as JSON ({exc})", op=_OP) from exc
+def _read_json(path: str, what: str, kind: type = dict):
+    """The JSON value of file ``path`` (the model's ``what``), which must be a ``kind``."""
+    return read_json(path, f"the model's {what}", kind, EmberError, _OP)
 
 
 def _pipeline(directory: str) -> tuple[str, str, bool]:
     """(transformer directory, pooling mode, normalize) from ``modules.json``; a directory
-    without one is a bare transformer with mean pooling (sentence-transformers' default)."""
+    without one is a bare transformer with mean pooling (sentence-transformers' default). A
+    module's folder is read from the file, so it must lie inside ``directory``."""
     path = os.path.join(directory, "modules.json")
     if not os.path.exists(path):
         return directory, "mean", False
-    modules = _read_json(path, "module list")
+    modules = _read_json(path, "module list", list)
     kinds = {}
-    for entry in modules if isinstance(modules, list) else []:
-        kind = str(entry.get("type", "")).rpartition(".")[2] if isinstance(entry, dict) else ""
-        kinds[kind] = os.path.join(directory, entry.get("path", ""))
+    for k, entry in enumerate(modules):
+        if not isinstance(entry, dict) or not isinstance(entry.get("type", ""), str):
+            raise EmberError(f"{path}: module {k} is not an object with a type name", op=_OP)
+        kind = entry.get("type", "").rpartition(".")[2]
+        where = f"{path}: module {k}'s path"
+        kinds[kind] = inside_folder(directory, entry.get("path", ""), where, EmberError, _OP)
     known = {"Transformer", "Pooling", "Normalize"}
     if "Transformer" not in kinds or not set(kinds) <= known:
         raise EmberError(
             f"{path}: expected a Transformer, a Pooling and optionally a Normalize module, "
-            f"got {sorted(kinds) or modules!r}",
+            f"got {sorted(kinds)!r:.200}",
             op=_OP,
         )
     mode = "mean"
@@ -103,7 +102,7 @@ def _pipeline(directory: str) -> tuple[str, str, bool]:
         names = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
         if len(modes) != 1 or modes[0] not in names:
             raise EmberError(
-                f"{kinds['Pooling']}: pooling {modes} is not supported (one of "
+                f"{kinds['Pooling']}: pooling {modes!r:.200} is not supported (one of "
                 "pooling_mode_mean_tokens or pooling_mode_cls_token)",
                 op=_OP,
             )
@@ -120,6 +119,9 @@ def _tokenizer(path: str, max_length: int):
         ) from None
     if not os.path.isfile(path):
         raise EmberError(f"{path}: no such file (the model's tokenizer)", op=_OP)
+    # (the Rust parser aborts the process when an allocation fails: a file no memory can
+    # parse, taken as a few times its size, is refused here instead)
+    check_allocation(4 * os.path.getsize(path), f"{path}: parsing this tokenizer", op=_OP)
     try:
         tokenizer = Tokenizer.from_file(path)
     except Exception as exc:  # the Rust side raises plain Exceptions
@@ -127,6 +129,19 @@ def _tokenizer(path: str, max_length: int):
     tokenizer.no_padding()  # (the file's fixed-length padding: batches pad to their longest)
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
+
+
+def _check_vocabulary(tokenizer, vocab_size: int, path: str) -> None:
+    """Refuse a tokenizer that can give ids the model has no embedding for (every text would
+    fail on it, far from the file that is wrong)."""
+    ids = tokenizer.get_vocab(with_added_tokens=True).values()
+    largest = max(ids, default=-1)
+    if largest >= vocab_size:
+        raise EmberError(
+            f"{path}: the tokenizer gives token ids up to {largest}, but the model's config.json "
+            f"has vocab_size {vocab_size}",
+            op=_OP,
+        )
 
 
 class EmbeddingModel(nn.Module):
@@ -181,15 +196,18 @@ class SentenceEmbedder:
         self.model = load_bert(transformer)
         positions = self.model.config.max_position_embeddings
         length = max_seq_length or configured or positions
-        if not isinstance(length, int) or not 2 <= length <= positions:
+        if type(length) is not int or not 2 <= length <= positions:
+            source = "" if max_seq_length else f"{settings}: " if configured else ""
             raise EmberError(
-                f"max_seq_length must be a whole number from 2 to the model's {positions} "
-                f"positions, got {length!r}",
+                f"{source}max_seq_length must be a whole number from 2 to the model's "
+                f"{positions} positions, got {length!r:.60}",
                 op=_OP,
             )
         self.max_seq_length = length
         self.batch_size = batch_size
-        self.tokenizer = _tokenizer(os.path.join(transformer, "tokenizer.json"), length)
+        tokenizer_path = os.path.join(transformer, "tokenizer.json")
+        self.tokenizer = _tokenizer(tokenizer_path, length)
+        _check_vocabulary(self.tokenizer, self.model.config.vocab_size, tokenizer_path)
         self.pad_id = self.model.config.pad_token_id
         self.dim = self.model.config.hidden_size
         self.module = EmbeddingModel(self.model, self.pooling, self.normalize).eval()
