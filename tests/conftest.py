@@ -63,6 +63,12 @@ from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
 from ember.runtime import auto, codegen
 
+# ember reads a calibration or compiled-kernel cache only when it is this user's own file that
+# nobody else can write (_files.open_own_file); the tests that write such files in its place do
+# so with Python's defaults, so the suite fixes the mask rather than depend on the CI's
+# (a umask of 002 would make them group-writable and refused)
+os.umask(0o022)
+
 
 def pytest_configure(config):
     """Before the workers start (in the process that starts them, or the only one): ember's
