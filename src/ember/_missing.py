@@ -26,9 +26,8 @@ _NO_GPU = "ember runs on the CPU only"
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.jit": {
-        "ScriptModule": _NONE,
-        "ScriptFunction": _NONE,
-        "RecursiveScriptModule": _NONE,
+        "CompilationUnit": "ember.jit.script on Python functions (ember compiles no "
+        "TorchScript source)",
     },
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
