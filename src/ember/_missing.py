@@ -22,6 +22,10 @@ __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
 _NO_GPU = "ember runs on the CPU only"
+_SPARSE_COO = (
+    "ember's sparse tensors are COO: ember.sparse_coo_tensor(indices, values, size) or "
+    "x.to_sparse(), which mm, matmul, addmm and ember.sparse take"
+)
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
@@ -43,6 +47,12 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "quint8": "ember.uint8: quantized activations are uint8 tensors whose layer keeps the "
         "scale and zero point (ember.quantization)",
         "Storage": _NONE,
+        "sparse_csr_tensor": _SPARSE_COO,
+        "sparse_csc_tensor": _SPARSE_COO,
+        "sparse_bsr_tensor": _SPARSE_COO,
+        "sparse_bsc_tensor": _SPARSE_COO,
+        "sparse_compressed_tensor": _SPARSE_COO,
+        "sparse_csr": _SPARSE_COO,
         "nested": _NONE,
         "masked": _NONE,
         "package": _NONE,
@@ -57,6 +67,10 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "Tensor": {
         "record_stream": _NO_GPU,
         "q_scale": _NONE,
+        "to_sparse_csr": _SPARSE_COO,
+        "to_sparse_csc": _SPARSE_COO,
+        "crow_indices": _SPARSE_COO,
+        "col_indices": _SPARSE_COO,
         "dequantize": _NONE,
     },
 }
