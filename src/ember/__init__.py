@@ -157,6 +157,7 @@ from . import (  # noqa: E402
     func,
     jit,
     library,
+    multiprocessing,
     onnx,
     quantization,
     quasirandom,

@@ -36,7 +36,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "hub": _NONE,
-        "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
         "xpu": _NO_GPU,
         "mps": _NO_GPU,
         "uint16": _NONE,
