@@ -41,10 +41,6 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
-        "qint8": "ember.int8 (or the string 'qint8'): ember.quantization.quantize_dynamic and the "
-        "quantized layers keep int8 values with their scale; there is no quantized dtype",
-        "quint8": "ember.uint8: quantized activations are uint8 tensors whose layer keeps the "
-        "scale and zero point (ember.quantization)",
         "Storage": _NONE,
         "sparse_csr_tensor": _SPARSE_COO,
         "sparse_csc_tensor": _SPARSE_COO,
