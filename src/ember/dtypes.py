@@ -108,6 +108,21 @@ class DType:
     def is_signed(self) -> bool:
         return self.name != "uint8" and self.category != _BOOL
 
+    def to_complex(self) -> DType:
+        """The complex dtype of this real one (PyTorch's ``dtype.to_complex()``; float16 gives
+        complex64, ember having no complex32); a complex dtype is itself."""
+        if self.category == _COMPLEX:
+            return self
+        if self.category != _FLOAT or self.float8:
+            raise DTypeError(f"no complex dtype for {self}", op="to_complex")
+        return complex128 if self is float64 else complex64
+
+    def to_real(self) -> DType:
+        """The real dtype of a complex one's parts (``dtype.to_real()``); a real one itself."""
+        if self.category == _COMPLEX:
+            return float64 if self is complex128 else float32
+        return self
+
     def __repr__(self) -> str:
         return f"ember.{self.name}"
 

@@ -136,3 +136,47 @@ def test_tracer_warning_filters_and_fusion_switches():
         y = ember.ones(2) * 2
     assert y.sum().item() == 4.0
     assert issubclass(ember.jit.Error, RuntimeError)
+
+
+def _legacy_state(lib):
+    nn = lib.nn
+
+    class Legacy(nn.Module):
+        """Saves its buffer under another name and converts it back when loading."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("scale", lib.tensor(2.0))
+
+        def _save_to_state_dict(self, destination, prefix, keep_vars):
+            super()._save_to_state_dict(destination, prefix, keep_vars)
+            destination[prefix + "scale_x10"] = self.scale * 10
+            del destination[prefix + "scale"]
+
+        def _load_from_state_dict(self, state_dict, prefix, *args):
+            key = prefix + "scale_x10"
+            if key in state_dict:
+                state_dict[prefix + "scale"] = state_dict.pop(key) / 10
+            super()._load_from_state_dict(state_dict, prefix, *args)
+
+    lib.manual_seed(0)
+    saved = nn.Sequential(Legacy(), nn.ReLU()).state_dict()
+    fresh = nn.Sequential(Legacy(), nn.ReLU())
+    fresh[0].scale.fill_(0)
+    result = fresh.load_state_dict(saved)
+    return list(saved), saved["0.scale_x10"].item(), str(result), fresh[0].scale.item()
+
+
+def test_a_module_overriding_save_to_state_dict_is_saved_through_it():
+    assert _legacy_state(ember) == _legacy_state(torch)
+
+
+def test_dtype_to_complex_and_to_real_are_pytorchs():
+    for name in ("float32", "float64", "bfloat16", "complex64", "complex128"):
+        ours, theirs = getattr(ember, name), getattr(torch, name)
+        assert str(ours.to_complex()).split(".")[1] == str(theirs.to_complex()).split(".")[1]
+        assert str(ours.to_real()).split(".")[1] == str(theirs.to_real()).split(".")[1]
+    assert ember.float16.to_complex() is ember.complex64  # (PyTorch's complex32, which ember lacks)
+    with pytest.raises(ember.EmberError):
+        ember.int32.to_complex()

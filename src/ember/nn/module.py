@@ -382,6 +382,13 @@ class Module(HooksMixin, StateDictHooksMixin):
             out._metadata = OrderedDict()
         return _state.save(self, out, prefix, keep_vars)
 
+    def _save_to_state_dict(self, destination, prefix: str, keep_vars: bool) -> None:
+        """Write this module's own entries (parameters, persistent buffers, extra state) into
+        ``destination`` under ``prefix``; `state_dict` calls it for each module. A module may
+        override it, as PyTorch code does (renaming or converting what it saves), calling
+        ``super()._save_to_state_dict(...)`` for the usual entries."""
+        _state.save_local(self, destination, prefix, keep_vars)
+
     def get_extra_state(self):
         """Override (with `set_extra_state`) to add any picklable object to ``state_dict``
         under ``<prefix>_extra_state``, as in PyTorch."""
