@@ -3,8 +3,13 @@ called with tensors of another rank, dtype or trailing size compiles again (it r
 with the first call's signature); torch.jit's classes (``isinstance(m, torch.jit.ScriptModule)``
 of a scripted or traced module, ``ScriptFunction``, a ``ScriptModule`` subclass with
 ``@script_method``), ``TracerWarning``, ``jit.Attribute``, ``jit.isinstance`` and the fusion
-switches."""
+switches; a module's own ``_save_to_state_dict``; ``dtype.to_complex``; ``load(weights_only=False)``
+of a checkpoint holding a program's object, and the default load's UnpicklingError."""
 
+import argparse
+import io
+import pickle
+import sys
 import typing
 import warnings
 
@@ -180,3 +185,30 @@ def test_dtype_to_complex_and_to_real_are_pytorchs():
     assert ember.float16.to_complex() is ember.complex64  # (PyTorch's complex32, which ember lacks)
     with pytest.raises(ember.EmberError):
         ember.int32.to_complex()
+
+
+def _namespace_checkpoint(lib):
+    buffer = io.BytesIO()
+    lib.save({"args": argparse.Namespace(lr=0.1, name="run"), "w": lib.ones(2)}, buffer)
+    buffer.seek(0)
+    try:
+        lib.load(buffer)
+        refused = None
+    except pickle.UnpicklingError:
+        refused = "UnpicklingError"
+    buffer.seek(0)
+    loaded = lib.load(buffer, weights_only=False)
+    return refused, vars(loaded["args"]), loaded["w"].tolist()
+
+
+def test_weights_only_false_builds_the_programs_imported_classes():
+    """The default load refuses a Namespace as PyTorch's (an UnpicklingError, which programs
+    catch to retry), weights_only=False builds it."""
+    assert _namespace_checkpoint(ember) == _namespace_checkpoint(torch)
+
+
+def test_weights_only_false_imports_nothing_the_file_names():
+    structure = {"$dict": {"x": {"$object": {"class": "no_such_module_54.Thing", "state": {}}}}}
+    with pytest.raises(ember.CheckpointError, match="not allowed"):
+        ember.io._tree.decode(structure, {}, "f", trusted=True)
+    assert "no_such_module_54" not in sys.modules

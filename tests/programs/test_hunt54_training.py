@@ -3,8 +3,14 @@ amsgrad, foreach, decoupled weight decay, Adafactor, Rprop, ASGD), add_param_gro
 with a scheduler and a state_dict reload, LBFGS with strong Wolfe line search, pruning
 (l1/random/ln-structured, global, custom methods, remove), parameters_to_vector and the
 gradient-clipping family, a tabular model with EmbeddingBag (offsets, per_sample_weights,
-max/mean modes), BatchNorm1d and PReLU.
+max/mean modes), BatchNorm1d and PReLU; a checkpoint holding a Namespace, refused by default
+and loaded with weights_only=False.
 """
+
+import argparse
+import copy
+import io
+import pickle
 
 import numpy as np
 import pytest
@@ -308,7 +314,79 @@ def tabular_embbag(torch, ctx):
     return [losses, m.state_dict(), e2d, eb, m(num, idx, offsets, w)]
 
 
+def checkpoint_objects(torch, ctx):
+    """A checkpoint of state_dicts, scheduler state, an argparse.Namespace, a NumPy array and
+    an int: the default weights_only load refused as pickle.UnpicklingError, then loaded with
+    weights_only=False; deepcopy of an optimizer and a model, pickle of a model, a
+    weights_only=True state_dict round trip, and safe_globals around a Namespace."""
+    nn = torch.nn
+    model = ctx.init(
+        nn.Sequential(nn.Linear(3, 4, bias=False), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    x = torch.linspace(-1, 1, 15).view(5, 3)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        sched.step()
+    buf = io.BytesIO()
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "sched": sched.state_dict(),
+            "args": argparse.Namespace(lr=0.01, name="run"),
+            "np": np.arange(3),
+            "epoch": 2,
+        },
+        buf,
+    )
+    buf.seek(0)
+    err = None
+    try:
+        torch.load(buf)
+    except pickle.UnpicklingError as e:
+        err = "refused"
+    buf.seek(0)
+    ck = torch.load(buf, weights_only=False, map_location="cpu")
+    m2 = copy.deepcopy(model)
+    m2.load_state_dict(ck["model"])
+    m2.eval()
+    model.eval()
+    same = m2(x)
+    opt2 = copy.deepcopy(opt)
+    model_copy = copy.deepcopy(model)
+    pk = pickle.loads(pickle.dumps(model))
+    buf2 = io.BytesIO()
+    torch.save(model.state_dict(), buf2)
+    buf2.seek(0)
+    sd = torch.load(buf2, weights_only=True, mmap=False)
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        buf3 = io.BytesIO()
+        torch.save({"a": argparse.Namespace(k=1), "t": torch.ones(2)}, buf3)
+        buf3.seek(0)
+        ld = torch.load(buf3)
+    return [
+        err,
+        same,
+        model(x),
+        ck["args"].lr,
+        ck["np"],
+        ck["epoch"],
+        ck["sched"]["last_epoch"],
+        opt2.state_dict()["state"][0]["exp_avg"],
+        model_copy(x),
+        pk(x),
+        sorted(sd.keys()),
+        ld["a"].k,
+        ld["t"],
+    ]
+
+
 PROGRAMS = [
+    checkpoint_objects,
     optim_flags,
     add_param_group,
     lbfgs_wolfe,

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _meta
 from .. import dtypes as dt
-from ..errors import CheckpointError, EmberError
+from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
 from . import safe_globals
@@ -235,9 +235,10 @@ def _parts(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(arr.real.dtype).reshape(*arr.shape, 2)
 
 
-def decode(structure, arrays: dict[str, np.ndarray], path: str):
+def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = False):
     """Rebuild the object tree; ``path`` (the file) is named in errors about a bad structure,
-    with the place in the tree where the problem is."""
+    with the place in the tree where the problem is. ``trusted`` (``load(weights_only=False)``):
+    objects of classes the program has imported are built too, not only registered ones."""
     made: dict[str, object] = {}
 
     def bad(what: str, where: str) -> CheckpointError:
@@ -359,12 +360,15 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         # a program's own object: built only where the program allowed its class
         name = value["class"]
         cls = safe_globals.lookup(name)
+        if cls is None and trusted:
+            cls = safe_globals.imported_class(name)
         if not isinstance(cls, type):
-            raise CheckpointError(
+            raise CheckpointRefusedError(
                 f"{path}: {_where(where)} is a {_short(name)}, a class the program has not "
                 "allowed; if you trust the file, allow it with "
                 f"ember.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) "
-                "(PyTorch's weights-only rule): ember builds no other object from a file",
+                "(PyTorch's weights-only rule) or load with weights_only=False once its module "
+                "is imported: ember builds no other object from a file",
                 op="load",
             )
         if set(value) == {"class", "value"} and issubclass(cls, enum.Enum):
