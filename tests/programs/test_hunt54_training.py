@@ -4,7 +4,7 @@ with a scheduler and a state_dict reload, LBFGS with strong Wolfe line search, p
 (l1/random/ln-structured, global, custom methods, remove), parameters_to_vector and the
 gradient-clipping family, a tabular model with EmbeddingBag (offsets, per_sample_weights,
 max/mean modes), BatchNorm1d and PReLU; a checkpoint holding a Namespace, refused by default
-and loaded with weights_only=False.
+and loaded with weights_only=False; a whole model saved and loaded with weights_only=False.
 """
 
 import argparse
@@ -382,6 +382,60 @@ def checkpoint_objects(torch, ctx):
         sorted(sd.keys()),
         ld["a"].k,
         ld["t"],
+    ]
+
+
+def whole_model_checkpoint(torch, ctx):
+    """torch.save of a whole model (a Sequential with BatchNorm, Dropout and an LSTM-free
+    head) with its optimizer's state_dict; the default load refused, weights_only=False gives
+    a model of Parameters that continues training as the original does."""
+    nn, F = torch.nn, torch.nn.functional
+    model = ctx.init(
+        nn.Sequential(
+            nn.Linear(4, 8, bias=False),
+            nn.BatchNorm1d(8),
+            nn.GELU(),
+            nn.Dropout(0.0),
+            nn.Linear(8, 3),
+        )
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x = ctx.t(rng.standard_normal((6, 4)).astype(np.float32))
+    y = ctx.t(rng.integers(0, 3, 6))
+    for _ in range(2):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    buf = io.BytesIO()
+    torch.save({"model": model, "opt": opt.state_dict(), "step": 2}, buf)
+    buf.seek(0)
+    try:
+        torch.load(buf)
+        refused = False
+    except pickle.UnpicklingError:
+        refused = True
+    buf.seek(0)
+    ck = torch.load(buf, weights_only=False)
+    m2 = ck["model"]
+    opt2 = torch.optim.SGD(m2.parameters(), lr=0.1, momentum=0.9)
+    opt2.load_state_dict(ck["opt"])
+    losses = []
+    for net, o in ((model, opt), (m2, opt2)):
+        o.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        o.step()
+        losses.append(loss)
+    kinds = [type(p).__name__ for p in m2.parameters()]
+    return [
+        refused,
+        losses,
+        m2.state_dict(),
+        model.state_dict(),
+        kinds,
+        ck["step"],
+        type(m2).__name__,
     ]
 
 
