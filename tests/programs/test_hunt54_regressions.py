@@ -212,3 +212,15 @@ def test_weights_only_false_imports_nothing_the_file_names():
     with pytest.raises(ember.CheckpointError, match="not allowed"):
         ember.io._tree.decode(structure, {}, "f", trusted=True)
     assert "no_such_module_54" not in sys.modules
+
+
+def test_process_group_calls_before_init_raise_valueerror_as_pytorchs():
+    """Scripts fall back to a single process on PyTorch's ValueError."""
+    for lib in (torch, ember):
+        for call in (
+            lambda: lib.distributed.get_rank(),
+            lambda: lib.distributed.get_world_size(),
+            lambda: lib.distributed.all_reduce(lib.ones(1)),
+        ):
+            with pytest.raises(ValueError, match="not been initialized"):
+                call()
