@@ -149,6 +149,7 @@ newaxis = None
 
 from . import (  # noqa: E402
     _dynamo,
+    _inductor,
     accelerator,
     amp,
     ao,
