@@ -224,3 +224,11 @@ def test_process_group_calls_before_init_raise_valueerror_as_pytorchs():
         ):
             with pytest.raises(ValueError, match="not been initialized"):
                 call()
+
+
+def test_save_takes_pytorchs_pickle_and_format_arguments(tmp_path):
+    for lib in (torch, ember):
+        path = tmp_path / f"{lib.__name__}.pt"
+        lib.save({"a": lib.ones(2)}, path, pickle_protocol=2, _use_new_zipfile_serialization=False)
+        loaded = lib.load(path, map_location=lambda storage, location: storage)
+        assert loaded["a"].tolist() == [1.0, 1.0]

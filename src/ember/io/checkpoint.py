@@ -82,10 +82,19 @@ _MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 de
 HEADER_KEY = "header_sha256"
 
 
-def save(obj, f) -> None:
+def save(
+    obj,
+    f,
+    pickle_module=None,
+    pickle_protocol: int = 2,
+    _use_new_zipfile_serialization: bool = True,
+    _disable_byteorder_record: bool = False,
+) -> None:
     """Write ``obj`` (nested dicts, lists, tuples, scalars, strings and tensors) in safetensors
     format to ``f``: a path (written atomically) or a file object with ``write`` (written from
-    its current position and flushed; atomicity is then the caller's business)."""
+    its current position and flushed; atomicity is then the caller's business). PyTorch's
+    pickle and zip-format arguments are accepted and change nothing: ember's format is its
+    own, never a pickle."""
     structure, arrays = encode(obj)
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,
