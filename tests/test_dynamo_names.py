@@ -72,3 +72,21 @@ def test_tensors_and_parameters_carry_their_users_attributes():
     stream.seek(0)
     loaded = ember.load(stream, weights_only=True)["p"]
     assert loaded.no_decay is True and loaded.grad_scale == 0.5
+
+
+def test_inductor_config_keeps_the_settings_scripts_assign():
+    """gpt-fast's lines run; values read back; a misspelling is refused by name."""
+    cfg = ember._inductor.config
+    before = cfg.coordinate_descent_tuning
+    cfg.coordinate_descent_tuning = True
+    cfg.triton.unique_kernel_names = True
+    cfg.fx_graph_cache = True
+    try:
+        assert cfg.coordinate_descent_tuning is True and cfg.triton.unique_kernel_names is True
+        with pytest.raises(AttributeError, match="coordinate_descent_tunning"):
+            cfg.coordinate_descent_tunning = True
+        with pytest.raises(AttributeError, match="group of settings"):
+            cfg.triton = {}
+    finally:
+        cfg.coordinate_descent_tuning = before
+        cfg.triton.unique_kernel_names = False

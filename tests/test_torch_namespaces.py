@@ -173,5 +173,7 @@ def test_ao_quantization_and_autograd_grad_mode_paths():
     assert ember.ao.quantization.quantize is ember.quantization.quantize
     with ember.autograd.grad_mode.no_grad():
         assert not ember.is_grad_enabled()
-    with pytest.raises(AttributeError, match="ember.int8"):
-        ember.qint8  # noqa: B018
+    # PyTorch's spelling of the call: dtype=torch.qint8 (its values kept as int8)
+    spelled = quantize_dynamic(model, {ember.nn.Linear}, dtype=ember.qint8)
+    np.testing.assert_array_equal(spelled(x).detach().numpy(), quantized(x).detach().numpy())
+    assert ember.qint8 != ember.int8 and str(ember.quint8) == "ember.quint8"

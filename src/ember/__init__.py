@@ -44,6 +44,9 @@ from .dtypes import (
     int16,
     int32,
     int64,
+    qint8,
+    qint32,
+    quint8,
     result_type,
     set_default_dtype,
     uint8,
@@ -146,6 +149,7 @@ newaxis = None
 
 from . import (  # noqa: E402
     _dynamo,
+    _inductor,
     accelerator,
     amp,
     ao,
@@ -157,6 +161,7 @@ from . import (  # noqa: E402
     func,
     jit,
     library,
+    multiprocessing,
     onnx,
     quantization,
     quasirandom,

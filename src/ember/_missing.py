@@ -22,28 +22,32 @@ __all__ = ["TORCH_ONLY", "module_getattr", "tensor_getattr"]
 
 _NONE = None  # ember has no counterpart
 _NO_GPU = "ember runs on the CPU only"
+_SPARSE_COO = (
+    "ember's sparse tensors are COO: ember.sparse_coo_tensor(indices, values, size) or "
+    "x.to_sparse(), which mm, matmul, addmm and ember.sparse take"
+)
 
 # namespace -> {name PyTorch has there: ember's alternative, or None}
 TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.jit": {
-        "ScriptModule": _NONE,
-        "ScriptFunction": _NONE,
-        "RecursiveScriptModule": _NONE,
+        "CompilationUnit": "ember.jit.script on Python functions (ember compiles no "
+        "TorchScript source)",
     },
     "ember": {
         "fx": "ember.trace (captures an ember.Graph; print(graph) shows it)",
         "hub": _NONE,
-        "multiprocessing": "Python's multiprocessing (ember tensors pickle)",
         "xpu": _NO_GPU,
         "mps": _NO_GPU,
         "uint16": _NONE,
         "uint32": _NONE,
         "uint64": _NONE,
-        "qint8": "ember.int8 (or the string 'qint8'): ember.quantization.quantize_dynamic and the "
-        "quantized layers keep int8 values with their scale; there is no quantized dtype",
-        "quint8": "ember.uint8: quantized activations are uint8 tensors whose layer keeps the "
-        "scale and zero point (ember.quantization)",
         "Storage": _NONE,
+        "sparse_csr_tensor": _SPARSE_COO,
+        "sparse_csc_tensor": _SPARSE_COO,
+        "sparse_bsr_tensor": _SPARSE_COO,
+        "sparse_bsc_tensor": _SPARSE_COO,
+        "sparse_compressed_tensor": _SPARSE_COO,
+        "sparse_csr": _SPARSE_COO,
         "nested": _NONE,
         "masked": _NONE,
         "package": _NONE,
@@ -58,6 +62,10 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "Tensor": {
         "record_stream": _NO_GPU,
         "q_scale": _NONE,
+        "to_sparse_csr": _SPARSE_COO,
+        "to_sparse_csc": _SPARSE_COO,
+        "crow_indices": _SPARSE_COO,
+        "col_indices": _SPARSE_COO,
         "dequantize": _NONE,
     },
 }

@@ -108,6 +108,21 @@ class DType:
     def is_signed(self) -> bool:
         return self.name != "uint8" and self.category != _BOOL
 
+    def to_complex(self) -> DType:
+        """The complex dtype of this real one (PyTorch's ``dtype.to_complex()``; float16 gives
+        complex64, ember having no complex32); a complex dtype is itself."""
+        if self.category == _COMPLEX:
+            return self
+        if self.category != _FLOAT or self.float8:
+            raise DTypeError(f"no complex dtype for {self}", op="to_complex")
+        return complex128 if self is float64 else complex64
+
+    def to_real(self) -> DType:
+        """The real dtype of a complex one's parts (``dtype.to_real()``); a real one itself."""
+        if self.category == _COMPLEX:
+            return float64 if self is complex128 else float32
+        return self
+
     def __repr__(self) -> str:
         return f"ember.{self.name}"
 
@@ -117,6 +132,8 @@ class DType:
     def __eq__(self, other) -> bool:
         if isinstance(other, DType):
             return self is other
+        if isinstance(other, QuantizedDType):  # (torch.int8 != torch.qint8)
+            return False
         try:
             return as_dtype(other) is self
         except TypeError:
@@ -148,6 +165,51 @@ float8_e5m2 = DType("float8_e5m2", ml_dtypes.float8_e5m2, _FLOAT, 0, float8=True
 float8_e4m3fnuz = DType("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, _FLOAT, 0, float8=True)
 float8_e5m2fnuz = DType("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, _FLOAT, 0, float8=True)
 FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
+
+
+class QuantizedDType:
+    """PyTorch's quantized dtypes (``torch.qint8``, ``quint8``, ``qint32``) as names: ember has
+    no quantized tensor type (ops/quantize.py keeps quantized values as integer tensors whose
+    scale and zero point their owner keeps), so the functions that take one
+    (``quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)``, ``quantize_per_tensor``)
+    read it, through `as_dtype`, as ``storage``: the integer dtype its values are kept in.
+    Unequal to that dtype, as in PyTorch."""
+
+    __slots__ = ("name", "storage")
+    is_floating_point = False
+    is_complex = False
+
+    def __init__(self, name: str, storage: DType):
+        self.name, self.storage = name, storage
+
+    @property
+    def is_signed(self) -> bool:
+        return self.storage.is_signed
+
+    @property
+    def itemsize(self) -> int:
+        return self.storage.itemsize
+
+    def __repr__(self) -> str:
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return (_quantized, (self.name,))
+
+
+def _quantized(name: str) -> QuantizedDType:
+    return QUANTIZED_DTYPES[name]
+
+
+QUANTIZED_DTYPES = {
+    q.name: q
+    for q in (
+        QuantizedDType("qint8", int8),
+        QuantizedDType("quint8", uint8),
+        QuantizedDType("qint32", int32),
+    )
+}
+qint8, quint8, qint32 = (QUANTIZED_DTYPES[n] for n in ("qint8", "quint8", "qint32"))
 
 # the real dtypes: the sweeps of every op, graph files and checkpoints' element types
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
@@ -225,6 +287,8 @@ def as_dtype(value) -> DType:
     """Convert a DType, NumPy dtype, dtype name or Python type (bool, int, float) to a DType."""
     if isinstance(value, DType):
         return value
+    if isinstance(value, QuantizedDType):  # (its values' storage)
+        return value.storage
     if value is float:
         return _default_float
     if value is complex:

@@ -13,6 +13,7 @@ Python layer checks an argument), so a PyTorch program's ``except RuntimeError``
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -135,6 +136,12 @@ class RNGStateError(EmberError, ValueError):
 
 class CheckpointError(EmberError, OSError):
     """A checkpoint file that is missing, truncated, corrupt or not an ember checkpoint."""
+
+
+class CheckpointRefusedError(CheckpointError, pickle.UnpicklingError):
+    """A checkpoint naming a class or function the program has not allowed: PyTorch's
+    weights-only refusal, which it raises as ``pickle.UnpicklingError`` (programs catch that
+    to retry with ``weights_only=False``)."""
 
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):

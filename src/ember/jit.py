@@ -20,10 +20,29 @@ the ``onnx`` package (``pip install 'ember[onnx]'``).
 
 from __future__ import annotations
 
+import builtins
 import os
 from typing import Final  # noqa: F401  (torch.jit.Final)
 
 from ._file_limits import open_regular
+from ._jit_classes import (
+    Attribute,
+    Error,
+    RecursiveScriptModule,
+    ScriptFunction,
+    ScriptModule,
+    TopLevelTracedModule,
+    TracedModule,
+    TracerWarning,
+    enable_onednn_fusion,
+    isinstance,  # noqa: A004  (torch.jit.isinstance)
+    mark,
+    onednn_fusion_enabled,
+    script_if_tracing,
+    script_method,
+    set_fusion_strategy,
+    strict_fusion,
+)
 from ._missing import module_getattr
 from .capture.compiled import compile as _compile
 from .capture.function import function as _function
@@ -31,20 +50,35 @@ from .capture.script import script as _script
 from .ops import _registry
 
 __all__ = [
+    "Attribute",
+    "Error",
     "Final",
     "Future",
+    "RecursiveScriptModule",
+    "ScriptFunction",
+    "ScriptModule",
+    "TopLevelTracedModule",
+    "TracedModule",
+    "TracerWarning",
     "annotate",
     "export",
     "fork",
     "freeze",
     "ignore",
+    "enable_onednn_fusion",
     "interface",
     "is_scripting",
     "is_tracing",
+    "isinstance",
     "load",
+    "onednn_fusion_enabled",
     "optimize_for_inference",
     "save",
     "script",
+    "script_if_tracing",
+    "script_method",
+    "set_fusion_strategy",
+    "strict_fusion",
     "trace",
     "unused",
     "wait",
@@ -57,17 +91,21 @@ def script(obj=None, optimize=None, _frames_up=0, _rcb=None, example_inputs=None
     ScriptModule's) once it has run: its first call's input types are what the ONNX model is
     exported for (``example_inputs``, a list of argument tuples, gives them at once)."""
     if obj is None:
-        return _script
-    scripted = _script(obj)
-    from . import nn
-
-    if isinstance(scripted, nn.Module):
+        return script
+    scripted = mark(_script(obj), "script")
+    if _is_module(scripted):
         _remember_inputs(scripted)
         if example_inputs:
             first = example_inputs[0]
-            first = first if isinstance(first, tuple) else (first,)
+            first = first if builtins.isinstance(first, tuple) else (first,)
             object.__setattr__(scripted, "_jit_example", (_types(first), False))
     return scripted
+
+
+def _is_module(obj) -> bool:
+    from . import nn
+
+    return builtins.isinstance(obj, nn.Module)
 
 
 def _remember_inputs(module) -> None:
@@ -86,11 +124,11 @@ def _remember_inputs(module) -> None:
 def trace(func, example_inputs=None, *args, example_kwarg_inputs=None, **kwargs):
     """``torch.jit.trace``: ``func`` (a function or module) captured, run once on
     ``example_inputs`` (a tensor or a tuple of them) so capture errors show now."""
-    from . import nn
-
-    traced = _compile(func) if isinstance(func, nn.Module) else _function(func)
+    traced = mark(_compile(func) if _is_module(func) else _function(func), "trace")
     if example_inputs is not None or example_kwarg_inputs is not None:
-        positional = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+        positional = (
+            example_inputs if builtins.isinstance(example_inputs, tuple) else (example_inputs,)
+        )
         if example_inputs is None:
             positional = ()
         traced(*positional, **(example_kwarg_inputs or {}))
@@ -109,7 +147,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
     from . import nn
     from .errors import ArgumentError
 
-    if not isinstance(mod, nn.Module):
+    if not builtins.isinstance(mod, nn.Module):
         raise ArgumentError(
             f"Freezing expects a module (torch.jit.script or torch.jit.trace of an "
             f"nn.Module), got {type(mod).__name__}",
@@ -128,7 +166,7 @@ def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):
             raise ArgumentError(
                 f"preserved_attrs {missing} are not attributes of the module", op="jit.freeze"
             )
-    return mod if target is not mod else _compile(mod)
+    return mod if target is not mod else mark(_compile(mod), "script")
 
 
 def optimize_for_inference(mod, other_methods=None):
@@ -136,14 +174,14 @@ def optimize_for_inference(mod, other_methods=None):
     when it is in training mode (as PyTorch's does)."""
     from . import nn
 
-    if isinstance(mod, nn.Module):
+    if builtins.isinstance(mod, nn.Module):
         (getattr(mod, "_orig_mod", None) or mod).eval()
     return freeze(mod)
 
 
 def _types(values) -> tuple | None:
     """``(shape, dtype)`` of each example input, or None if one is not a tensor."""
-    if not all(isinstance(v, _registry.TensorBase) for v in values):
+    if not all(builtins.isinstance(v, _registry.TensorBase) for v in values):
         return None
     return tuple((tuple(v.shape), v.dtype) for v in values)
 
@@ -221,7 +259,7 @@ def load(f, map_location=None, _extra_files=None):
         )
     from . import onnx
 
-    return onnx.load(source, trainable=True)
+    return mark(onnx.load(source, trainable=True), "load")
 
 
 def is_scripting() -> bool:

@@ -47,6 +47,11 @@ OPS = [
         sweep=1,
     ),
     OpInfo(
+        "spmm",  # (PyTorch's older name of mm, which also takes dense operands)
+        lambda: [S(n(3, 4), n(4, 5), desc="2-d")],
+        sweep=1,
+    ),
+    OpInfo(
         "bmm",
         lambda: [
             S(n(2, 3, 4), n(2, 4, 5), desc="batched"),

@@ -7,6 +7,8 @@ OPS: list = []
 NO_TORCH = {
     "M:to_sparse": "returns a sparse COO tensor: tests/sparse/test_sparse.py compares its "
     "indices, values and gradients with torch's to_sparse",
+    "M:to_sparse_coo": "to_sparse's newer name, a sparse COO tensor: tests/sparse/test_sparse.py "
+    "compares it with torch's to_sparse_coo",
     "M:to_dense": "a sparse tensor's dense form (a dense tensor's is itself): "
     "tests/sparse/test_sparse.py compares it with torch's to_dense",
 }

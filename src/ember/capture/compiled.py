@@ -28,7 +28,9 @@ How the arguments map, and where ember differs from PyTorch:
   ``memory_budget``, ``cache_size``, ``remat_policy``); inductor's keys are refused by name.
 * ``dynamic``: None / False trace one graph per input shape (ember.function's cache, bounded);
   True traces once with a symbolic leading dimension (the batch) on every tensor argument, from
-  the first call's shapes. PyTorch's ``dynamic=True`` makes every dimension symbolic.
+  the first call's shapes (a call whose tensors differ past dimension 0 or in dtype traces
+  once more: ember's other sizes are static). PyTorch's ``dynamic=True`` makes every
+  dimension symbolic.
 * ``fullgraph``: ember always captures whole functions, never a partial graph. With
   ``fullgraph=True`` a function that cannot be captured (Python control flow on tensor values)
   raises `TraceError`; with the default False, like PyTorch falling back at a graph break, the
@@ -103,7 +105,9 @@ def reset_all() -> None:
 
 class _Compiled:
     """The compiled callable behind `compile`: ember.function, made on the first call when
-    ``dynamic=True`` (the input signature comes from that call), with the eager fallback."""
+    ``dynamic=True`` (the input signature comes from that call; a call whose tensors differ
+    past the batch dimension or in dtype makes another, as PyTorch recompiles there), with
+    the eager fallback."""
 
     def __init__(self, fn, kwargs: dict | None, dynamic, fullgraph: bool):
         self.fn = fn
@@ -112,6 +116,7 @@ class _Compiled:
         self.fullgraph = fullgraph
         eager = kwargs is None
         self.function: Function | None = None if dynamic or eager else Function(fn, **kwargs)
+        self.dynamic_functions: dict = {}  # dynamic=True: the tensors' specs -> Function
         # why it runs eagerly: backend="eager", or a capture that failed
         self.eager_reason: str | None = "backend='eager'" if eager else None
         _LIVE.add(self)
@@ -124,15 +129,24 @@ class _Compiled:
         self.eager_reason = None
         if self.dynamic:
             self.function = None
+            self.dynamic_functions.clear()
         elif self.function is not None:
             self.function.reset()
 
     def __call__(self, *args, **kwargs):
         if self.eager_reason is not None:
             return self.fn(*args, **kwargs)
-        if self.function is None:
+        if self.dynamic:
+            # one Function per shape past the batch and dtype of the tensors: where PyTorch's
+            # dynamic=True finds a rank, dtype (or, here, a trailing size) its guards did not
+            # see, it compiles again rather than refusing the call
             specs = _batch_specs(args, kwargs)
-            self.function = Function(self.fn, input_signature=specs, **self.kwargs)
+            key = tuple((s.shape, s.dtype) for s in specs)
+            function = self.dynamic_functions.get(key)
+            if function is None:
+                function = Function(self.fn, input_signature=specs, **self.kwargs)
+                self.dynamic_functions[key] = function
+            self.function = function
         try:
             return self.function(*args, **kwargs)
         except TraceError as error:

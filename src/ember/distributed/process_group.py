@@ -17,6 +17,12 @@ import sys
 
 from ._mpi import DistributedError, mpi
 
+
+class GroupNotInitializedError(DistributedError, ValueError):
+    """No process group yet: PyTorch raises ValueError here (``get_rank()`` before
+    ``init_process_group``), which programs catch to run as a single process."""
+
+
 __all__ = [
     "ProcessGroup",
     "default_pg_timeout",
@@ -152,7 +158,7 @@ def _group(group=None, op: str = "distributed") -> ProcessGroup:
             raise DistributedError(f"group must be a ProcessGroup, got {group!r}", op=op)
         return group
     if _WORLD is None:
-        raise DistributedError(
+        raise GroupNotInitializedError(
             "Default process group has not been initialized, please make sure to call "
             "init_process_group.",
             op=op,

@@ -15,7 +15,11 @@ several tensors that share memory, a view of their storage, `ember.io._shared`).
 object in a structure is a tag, so a user's dict can never be mistaken for one.
 
 An object that appears twice (the same Tensor, say) is stored once and loads as one object;
-containers that contain themselves are refused.
+containers that contain themselves are refused. A program's own object is saved as its class
+name and its attributes (``{"$object": ...}``), a whole ``nn.Module`` too (its class's
+``_saved_whole``: ``torch.save(model)``), a Parameter as a tensor of kind "parameter"
+(`TENSOR_KINDS`); loading builds them only for classes the program allowed, or, with
+``weights_only=False``, imported (io/safe_globals.py).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 
 from .. import _meta
 from .. import dtypes as dt
-from ..errors import CheckpointError, EmberError
+from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
 from . import safe_globals
@@ -40,6 +44,11 @@ class CheckpointTypeError(CheckpointError, TypeError):
 
 
 _KEY_TYPES = (str, int, float, bool, type(None))
+
+# the tensor classes a checkpoint rebuilds by their "kind" (a class's ``_checkpoint_kind``), each
+# registered by the layer that defines it: nn/parameter.py's "parameter", so a Parameter (in a
+# whole saved module, or a state_dict(keep_vars=True)) loads as one, as PyTorch's
+TENSOR_KINDS: dict = {}
 
 
 def encode(obj) -> tuple[object, dict[str, np.ndarray]]:
@@ -135,7 +144,8 @@ class _Encoder:
         if isinstance(x, Tensor):
             if _meta.is_meta(x._data):
                 return self.meta_node(x)
-            return self.array_node(x, x._data, path, None)  # (read, not handed out)
+            kind = getattr(type(x), "_checkpoint_kind", None)  # (nn.Parameter: "parameter")
+            return self.array_node(x, x._data, path, kind)  # (read, not handed out)
         if isinstance(x, np.ndarray):
             return self.array_node(x, x, path, "ndarray")
         if isinstance(x, np.generic):
@@ -164,7 +174,8 @@ class _Encoder:
                 self.active.discard(id(x))
         hint = "convert it, e.g. to a state_dict"
         state = _object_state(x)
-        if state is not None and not callable(getattr(x, "state_dict", None)):
+        whole = getattr(type(x), "_saved_whole", False) is True  # (a Module: nn/module.py)
+        if state is not None and (whole or not callable(getattr(x, "state_dict", None))):
             if id(x) in self.active:
                 raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
             self.active.add(id(x))
@@ -235,9 +246,10 @@ def _parts(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(arr.real.dtype).reshape(*arr.shape, 2)
 
 
-def decode(structure, arrays: dict[str, np.ndarray], path: str):
+def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = False):
     """Rebuild the object tree; ``path`` (the file) is named in errors about a bad structure,
-    with the place in the tree where the problem is."""
+    with the place in the tree where the problem is. ``trusted`` (``load(weights_only=False)``):
+    objects of classes the program has imported are built too, not only registered ones."""
     made: dict[str, object] = {}
 
     def bad(what: str, where: str) -> CheckpointError:
@@ -293,11 +305,14 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
                 if arr.size != 1:
                     raise bad(f"the NumPy scalar {name!r} holds {arr.size} values", where)
                 made[key] = arr.reshape(())[()]
-            elif kind is None:
+            elif kind is None or (isinstance(kind, str) and kind in TENSOR_KINDS):
                 t = Tensor(arr)
                 if requires_grad and not (t.dtype.is_floating_point or t.dtype.is_complex):
                     raise bad(f"tensor {name!r} of dtype {t.dtype} cannot require grad", where)
-                made[key] = t.requires_grad_() if requires_grad else t
+                if kind is not None:
+                    made[key] = TENSOR_KINDS[kind](t, requires_grad)
+                else:
+                    made[key] = t.requires_grad_() if requires_grad else t
             else:
                 raise bad(f"unknown tensor kind {_short(kind)}", where)
         return made[key]
@@ -359,12 +374,15 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str):
         # a program's own object: built only where the program allowed its class
         name = value["class"]
         cls = safe_globals.lookup(name)
+        if cls is None and trusted:
+            cls = safe_globals.imported_class(name)
         if not isinstance(cls, type):
-            raise CheckpointError(
+            raise CheckpointRefusedError(
                 f"{path}: {_where(where)} is a {_short(name)}, a class the program has not "
                 "allowed; if you trust the file, allow it with "
                 f"ember.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) "
-                "(PyTorch's weights-only rule): ember builds no other object from a file",
+                "(PyTorch's weights-only rule) or load with weights_only=False once its module "
+                "is imported: ember builds no other object from a file",
                 op="load",
             )
         if set(value) == {"class", "value"} and issubclass(cls, enum.Enum):

@@ -83,10 +83,19 @@ _MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 de
 HEADER_KEY = "header_sha256"
 
 
-def save(obj, f) -> None:
+def save(
+    obj,
+    f,
+    pickle_module=None,
+    pickle_protocol: int = 2,
+    _use_new_zipfile_serialization: bool = True,
+    _disable_byteorder_record: bool = False,
+) -> None:
     """Write ``obj`` (nested dicts, lists, tuples, scalars, strings and tensors) in safetensors
     format to ``f``: a path (written atomically) or a file object with ``write`` (written from
-    its current position and flushed; atomicity is then the caller's business)."""
+    its current position and flushed; atomicity is then the caller's business). PyTorch's
+    pickle and zip-format arguments are accepted and change nothing: ember's format is its
+    own, never a pickle."""
     structure, arrays = encode(obj)
     metadata = {
         FORMAT_KEY: FORMAT_VERSION,
@@ -105,7 +114,9 @@ def load(
     ``map_location``, ``weights_only``, ``pickle_module``, ``mmap`` and PyTorch's pickle
     arguments (``encoding=``) are accepted for PyTorch compatibility and ignored: everything is
     on the CPU, the tensors read are the same with or without a memory map, and ember never
-    runs code from a file (nor a pickle module), whatever ``weights_only`` says."""
+    runs code from a file (nor a pickle module), whatever ``weights_only`` says; with
+    ``weights_only=False`` an ember checkpoint's objects of classes the program has imported
+    are built too (io/safe_globals.py), as the registered ones always are."""
     unknown = set(pickle_load_args) - {"encoding", "errors", "fix_imports"}
     if unknown:  # (PyTorch hands them to pickle's Unpickler, which refuses others)
         raise TypeError(f"load() got unexpected keyword arguments {sorted(unknown)}")
@@ -123,7 +134,7 @@ def load(
                 return torch_format.load_torch(source, map_location, weights_only, name=source.name)
             if torch_legacy.is_legacy(head):
                 return torch_legacy.load_legacy(source.read(), source.name)
-            return _load_ember(source, source.name)
+            return _load_ember(source, source.name, weights_only is False)
         finally:
             source.finish()
     path = os.fspath(f)
@@ -139,13 +150,13 @@ def load(
             size = os.fstat(legacy.fileno()).st_size
             check_allocation(size, f"{path}: reading this legacy checkpoint", CheckpointError)
             return torch_legacy.load_legacy(legacy.read(), path)
-    return _load_ember(path, path)
+    return _load_ember(path, path, weights_only is False)
 
 
-def _load_ember(source, name: str):
+def _load_ember(source, name: str, trusted: bool = False):
     metadata, arrays = read_safetensors(source, _check_checkpoint_metadata)
     structure = _json(metadata.get("structure"), "structure", name)
-    return decode(structure, arrays, name)
+    return decode(structure, arrays, name, trusted)
 
 
 def _check_checkpoint_metadata(metadata, path: str) -> None:

@@ -9,6 +9,10 @@ pickle builds a plain object: the class's ``__new__``, then its state set by ``_
 into its ``__dict__`` (PyTorch's weights-only rules); a registered function may be called with
 the file's arguments (REDUCE), as PyTorch's reader calls it.
 
+With ``load(..., weights_only=False)`` the program trusts the file, and a class it has
+already imported (``argparse.Namespace``, its own config class) is built as a registered one
+would be (`imported_class`); still no module is imported and no function called by name.
+
 The registry is per process, as PyTorch's; `safe_globals` adds entries for a ``with`` block
 (thread-local in PyTorch; here they are removed again when the block ends).
 """
@@ -16,6 +20,7 @@ The registry is per process, as PyTorch's; `safe_globals` adds entries for a ``w
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 
 from ..errors import ArgumentTypeError
@@ -94,6 +99,24 @@ def lookup(name: str):
     """The registered object called ``name``, or None."""
     with _lock:
         return _REGISTERED.get(name)
+
+
+def imported_class(name: str):
+    """The class called ``name`` ("module.qualname") in a module the program has already
+    imported, or None: what ``load(weights_only=False)`` may build, the program having said it
+    trusts the file. Nothing is imported (a file never chooses the code that runs)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        obj = module
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                return None
+        return obj if isinstance(obj, type) else None
+    return None
 
 
 def is_registered_instance(obj) -> bool:

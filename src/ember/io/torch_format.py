@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from .._file_limits import open_regular
-from ..errors import CheckpointError, EmberError
+from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from . import numpy_values, safe_globals
 from .torch_values import (  # noqa: F401  (the legacy reader's names too)
     ALLOWED,
@@ -222,7 +222,7 @@ def load_torch(path, map_location=None, weights_only: bool | None = None, *, nam
         with zipfile.ZipFile(source) as archive:
             return _load_archive(archive, path)
     except _Refused as exc:
-        raise CheckpointError(refusal(path, exc.args[0]), op="load") from None
+        raise CheckpointRefusedError(refusal(path, exc.args[0]), op="load") from None
     except _Damaged as exc:
         raise CheckpointError(
             f"{path}: damaged PyTorch checkpoint: {exc.args[0]}", op="load"

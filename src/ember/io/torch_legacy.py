@@ -20,7 +20,7 @@ import pickle  # its opcode machinery only: the unpickler is torch_format._Restr
 
 import numpy as np
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CheckpointRefusedError
 from . import torch_format as tf
 
 __all__ = ["MAGIC_NUMBER", "is_legacy", "load_legacy"]
@@ -74,7 +74,7 @@ def load_legacy(data: bytes, path: str):
     try:
         return _load(data, path)
     except tf._Refused as exc:
-        raise CheckpointError(tf.refusal(path, exc.args[0]), op="load") from None
+        raise CheckpointRefusedError(tf.refusal(path, exc.args[0]), op="load") from None
     except tf._Damaged as exc:
         raise CheckpointError(
             f"{path}: damaged PyTorch checkpoint: {exc.args[0]}", op="load"

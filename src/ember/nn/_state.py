@@ -64,16 +64,22 @@ def has_extra_state(module) -> bool:
     return not getattr(type(module).get_extra_state, "_default_extra_state", False)
 
 
+def save_local(module, destination: dict, prefix: str, keep_vars: bool) -> None:
+    """A module's own entries: its parameters, persistent buffers and extra state
+    (``Module._save_to_state_dict``)."""
+    for _, name, value in local_state(module):
+        destination[prefix + name] = value if keep_vars else value.detach()
+    if has_extra_state(module):  # any picklable object, after the tensors, as in PyTorch
+        destination[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
+
+
 def save(module, destination: dict, prefix: str, keep_vars: bool) -> dict:
     for hook in hooks(module, "_state_dict_pre_hooks"):
         hook(module, prefix, keep_vars)
     local_metadata = {"version": module._version}
     if hasattr(destination, "_metadata"):
         destination._metadata[prefix[:-1]] = local_metadata
-    for _, name, value in local_state(module):
-        destination[prefix + name] = value if keep_vars else value.detach()
-    if has_extra_state(module):  # any picklable object, after the tensors, as in PyTorch
-        destination[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
+    module._save_to_state_dict(destination, prefix, keep_vars)  # (a module may override it)
     for name, child in module._modules.items():
         if child is not None:
             destination = save(child, destination, prefix + name + ".", keep_vars)

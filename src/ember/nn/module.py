@@ -61,6 +61,14 @@ def _holds_tensors(value) -> bool:
 _COMPILE_FORWARD: list = []
 
 
+# the attributes that hold a Table (a dict whose changes are noted: nn/_tables.py)
+_TABLE_SLOTS = frozenset(
+    "_parameters _buffers _modules _forward_hooks _forward_hooks_with_kwargs "
+    "_forward_hooks_always_called _forward_pre_hooks _forward_pre_hooks_with_kwargs "
+    "_backward_hooks _backward_pre_hooks".split()
+)
+
+
 class Module(HooksMixin, StateDictHooksMixin):
     """Base class of all neural-network layers; subclasses define ``forward``."""
 
@@ -72,6 +80,22 @@ class Module(HooksMixin, StateDictHooksMixin):
     # the layout version of this class's state_dict entries, saved in ``state_dict()._metadata``
     # and given back to `_load_from_state_dict` to migrate older checkpoints (PyTorch's)
     _version: int = 1
+    # ``torch.save(module)`` keeps the module's attributes (its class named: loaded back with
+    # ``weights_only=False``), as PyTorch pickles a whole model; io/_tree.py reads this flag
+    _saved_whole = True
+
+    def __setstate__(self, state: dict) -> None:
+        """A module rebuilt from its attributes (``load(weights_only=False)`` of a whole-model
+        checkpoint, or pickle): its tables are Tables again and its parameters Parameters."""
+        for name, value in state.items():
+            if type(value) is dict and name in _TABLE_SLOTS:
+                value = Table(value)
+            object.__setattr__(self, name, value)
+        params = self.__dict__.get("_parameters")
+        if params is not None:
+            for name, p in list(params.items()):
+                if p is not None and not isinstance(p, Parameter):
+                    dict.__setitem__(params, name, Parameter(p, requires_grad=p.requires_grad))
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
@@ -381,6 +405,13 @@ class Module(HooksMixin, StateDictHooksMixin):
             out = OrderedDict()
             out._metadata = OrderedDict()
         return _state.save(self, out, prefix, keep_vars)
+
+    def _save_to_state_dict(self, destination, prefix: str, keep_vars: bool) -> None:
+        """Write this module's own entries (parameters, persistent buffers, extra state) into
+        ``destination`` under ``prefix``; `state_dict` calls it for each module. A module may
+        override it, as PyTorch code does (renaming or converting what it saves), calling
+        ``super()._save_to_state_dict(...)`` for the usual entries."""
+        _state.save_local(self, destination, prefix, keep_vars)
 
     def get_extra_state(self):
         """Override (with `set_extra_state`) to add any picklable object to ``state_dict``

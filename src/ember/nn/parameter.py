@@ -20,6 +20,7 @@ from .. import _meta
 from ..devices import check_device, is_meta
 from ..dtypes import DType, as_dtype, get_default_dtype
 from ..errors import ShapeError
+from ..io._tree import TENSOR_KINDS
 from ..kernels import cprepack
 from ..ops._data import to_array
 from ..tensor import Tensor
@@ -40,6 +41,7 @@ class Parameter(Tensor):
     """A tensor that is a module parameter: assigning one to a Module attribute registers it."""
 
     __slots__ = ()
+    _checkpoint_kind = "parameter"  # (a checkpoint loads it as a Parameter: io/_tree.py)
 
     def __init__(self, data=None, requires_grad: bool = True):
         arr, counter = _array_and_counter(data)
@@ -80,6 +82,9 @@ class Parameter(Tensor):
         if own:
             return (_rebuild_parameter, (self._data, self._requires_grad, dict(own)))
         return (_rebuild_parameter, (self._data, self._requires_grad))
+
+
+TENSOR_KINDS["parameter"] = lambda t, requires_grad: Parameter(t, requires_grad=requires_grad)
 
 
 def _rebuild_parameter(data: np.ndarray, requires_grad: bool, attributes=None) -> Parameter:

@@ -34,6 +34,13 @@ def to_array(data, dtype) -> np.ndarray:
         arr = data
     elif isinstance(data, np.generic):
         arr = np.asarray(data)
+    elif getattr(type(data), "is_sparse", False) is True:  # (ops/sparse_tensor.py's class)
+        raise DTypeError(
+            "a sparse tensor where a dense one is needed: this function takes dense tensors "
+            "(sparse ones go through mm, matmul, addmm, mv, cat, stack, their elementwise "
+            "methods and ember.sparse); convert it with .to_dense()",
+            op="tensor",
+        )
     else:
         arr = _from_python(data, target)
     if target is not None:

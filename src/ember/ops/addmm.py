@@ -28,6 +28,8 @@ from ._util import (
 )
 from .linalg import matmul
 from .promotion import promote
+from .sparse_math import addmm as sparse_addmm
+from .sparse_tensor import SparseTensor
 
 
 def _addmm_infer(input, mat1, mat2, *, beta, alpha):
@@ -226,7 +228,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """PyTorch's addmm: ``beta * input + alpha * (mat1 @ mat2)`` for matrices mat1 (n, m) and
     mat2 (m, p) and an input that broadcasts to (n, p). With ``beta=0`` the input is ignored
     (NaN and infinities in it are not propagated). For integer tensors beta and alpha must be
-    integers."""
+    integers. A sparse ``mat1`` multiplies through ``ember.sparse.addmm``."""
+    if isinstance(mat1, SparseTensor):
+        return sparse_addmm(input, mat1, mat2, beta=beta, alpha=alpha)
     input, mat1, mat2 = promote(input, mat1, mat2)
     if _items.any_item(beta, alpha):
         return _addmm_items(input, mat1, mat2, beta, alpha)

@@ -12,7 +12,7 @@ from .. import _meta
 from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
-from . import _batching
+from . import _batching, sparse_methods
 from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -27,6 +27,7 @@ from ._util import (
 )
 from .promotion import promote, to_tensor
 from .shape import RESHAPE, squeeze
+from .sparse_tensor import SparseTensor
 
 # ------------------------------------------------------------------------------ concat/split
 
@@ -161,7 +162,10 @@ SPLIT = register(
 @export(name="concat")
 @autocasts(Autocast.PROMOTE)
 def concat(tensors, dim=0, *, axis=None):
-    """Join tensors along dimension ``dim`` (promoting their dtypes)."""
+    """Join tensors along dimension ``dim`` (promoting their dtypes); sparse tensors join as
+    sparse ones (ops/sparse_methods.py)."""
+    if isinstance(tensors, (list, tuple)) and tensors and isinstance(tensors[0], SparseTensor):
+        return sparse_methods.cat(tensors, pick_axis(dim, axis, 0))
     if _meta.active[0]:
         tensors = list(tensors)
         _meta.refuse_mixed("cat", tensors)
@@ -201,7 +205,10 @@ export(concat, name="concatenate")
 @export
 @autocasts(Autocast.PROMOTE)
 def stack(tensors, dim=0, *, axis=None):
-    """Join tensors of one shape along a new dimension ``dim``."""
+    """Join tensors of one shape along a new dimension ``dim``; sparse tensors join as sparse
+    ones (ops/sparse_methods.py)."""
+    if isinstance(tensors, (list, tuple)) and tensors and isinstance(tensors[0], SparseTensor):
+        return sparse_methods.stack(tensors, pick_axis(dim, axis, 0))
     tensors = [to_tensor(t) for t in tensors]
     if _meta.active[0]:
         _meta.refuse_mixed("stack", tensors)

@@ -262,9 +262,11 @@ def matmul(a, b):
     """Matrix product with PyTorch's rules: 1-D x 1-D is a dot product; a 1-D operand is a row
     (left) or a column (right) whose added dimension is removed from the result; higher
     dimensions are batches and broadcast. A sparse ``a`` (2-D) multiplies a dense matrix or
-    vector through ``ember.sparse.mm``."""
+    vector through ``ember.sparse.mm``; a sparse ``b`` is multiplied as ``(b.T @ a.T).T``."""
     if isinstance(a, SparseTensor):
         return sparse_matmul(a, b)
+    if isinstance(b, SparseTensor):  # (b.T @ a.T).T
+        return b.__rmatmul__(a)
     # no promotion: PyTorch multiplies operands of one dtype only (float32 @ float64 raises),
     # which the primitive's rule checks
     a, b = to_tensor(a), to_tensor(b)

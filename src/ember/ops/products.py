@@ -14,6 +14,7 @@ from ._registry import export
 from ._util import fmt_shape
 from .linalg import linear, matmul
 from .promotion import promote, to_tensor
+from .sparse_methods import rmatmul as sparse_rmatmul
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import mm as sparse_mm
 
@@ -32,12 +33,17 @@ def _require_ndim(op: str, ndims: tuple, *tensors) -> None:
 @autocasts(Autocast.LOWER)
 def mm(a, b):
     """Product of two matrices (2-D only; use matmul for batches and broadcasting). A sparse
-    ``a`` multiplies through ``ember.sparse.mm``."""
+    ``a`` multiplies through ``ember.sparse.mm``, a sparse ``b`` as ``(b.T @ a.T).T``."""
     if isinstance(a, SparseTensor):
         return sparse_mm(a, b)
+    if isinstance(b, SparseTensor):
+        return sparse_rmatmul(b, a)
     a, b = to_tensor(a), to_tensor(b)
     _require_ndim("mm", (2, 2), a, b)
     return matmul(a, b)
+
+
+export(mm, name="spmm")  # (PyTorch's older name for a sparse matrix times a dense one)
 
 
 @export(method=True)
@@ -56,7 +62,9 @@ def bmm(a, b):
 @export(method=True)
 @autocasts(Autocast.KEEP)
 def mv(a, v):
-    """Matrix-vector product of a (M, K) matrix and a (K,) vector."""
+    """Matrix-vector product of a (M, K) matrix (dense or sparse) and a (K,) vector."""
+    if isinstance(a, SparseTensor):
+        return a.mv(v)
     a, v = to_tensor(a), to_tensor(v)
     _require_ndim("mv", (2, 1), a, v)
     return matmul(a, v)

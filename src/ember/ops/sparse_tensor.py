@@ -477,10 +477,11 @@ def sparse_coo_tensor(
             )
     if requires_grad:
         values = values.detach().requires_grad_(True)
-    return SparseTensor(indices, values, size, bool(is_coalesced))
+    # (at most one entry is coalesced whatever the flag, as PyTorch marks it)
+    return SparseTensor(indices, values, size, bool(is_coalesced) or nnz <= 1)
 
 
-@export(method=True, toplevel=False)
+@export(method=("to_sparse", "to_sparse_coo"), toplevel=False)
 def to_sparse(x, sparse_dim: int | None = None, *, layout=None, dense_dim: int | None = None):
     """PyTorch's ``Tensor.to_sparse``: the coalesced COO tensor of x's nonzero entries (with
     ``sparse_dim`` < x.ndim, or ``dense_dim`` > 0, of its nonzero slices over the leading

@@ -209,11 +209,24 @@ def _chain(model) -> None:
                 m.out_scale, m.out_zero_point = kids[j].x_scale, kids[j].x_zero_point
 
 
-def quantize_dynamic(model, qconfig_spec=None, dtype=dt.int8, *, per_channel: bool = True):
+def quantize_dynamic(
+    model,
+    qconfig_spec=None,
+    dtype=dt.int8,
+    mapping=None,
+    inplace: bool = False,
+    *,
+    per_channel: bool = True,
+):
     """A copy of ``model`` whose `Linear` and `LSTM` layers (those types of ``qconfig_spec``,
     default both) keep int8 weights and quantize their inputs at each call (PyTorch's
-    ``torch.ao.quantization.quantize_dynamic``). ``dtype``: ember.int8 (or "qint8")."""
-    if dtype not in (dt.int8, "qint8", "int8"):
+    ``torch.ao.quantization.quantize_dynamic``). ``dtype``: ember.qint8, ember.int8 or
+    "qint8"; ``inplace=True`` changes ``model`` itself; ``mapping`` (PyTorch's own
+    replacement classes) must be None."""
+    if mapping is not None:
+        raise QuantizationError("mapping: ember replaces Linear and LSTM with its own layers; "
+                                "pass mapping=None", op="quantize_dynamic")  # fmt: skip
+    if dtype is not dt.qint8 and dtype not in (dt.int8, "qint8", "int8"):
         raise QuantizationError(f"dynamic quantization is int8, got dtype {dtype}",
                                 op="quantize_dynamic")  # fmt: skip
     types = tuple(qconfig_spec) if qconfig_spec is not None else (Linear, LSTM)
@@ -221,7 +234,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=dt.int8, *, per_channel: bo
     if unknown:
         raise QuantizationError(f"quantize_dynamic handles Linear and LSTM, not {unknown}",
                                 op="quantize_dynamic")  # fmt: skip
-    model = copy.deepcopy(model).eval()
+    model = (model if inplace else copy.deepcopy(model)).eval()
     for m in list(model.modules()):
         if isinstance(m, Linear) and Linear in types:
             model = _replace(model, m, DynamicQuantizedLinear(m, per_channel))
