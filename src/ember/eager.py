@@ -47,10 +47,8 @@ class EagerMode(_reg.Mode):
         # (every eager op call runs this: one pass per loop, no comprehensions where the common
         # arities can be spelled out, no keyword packing for an op called without attributes)
         requires = False
-        grad = _state.grad_enabled
-        in_types = []
-        for t in inputs:
-            if grad:
+        if _state.grad_enabled:
+            for t in inputs:
                 # a view whose base changed in place since: its history is replayed first
                 # (`_views.is_stale`, inlined: eagerly a base's stamp is its version)
                 view_of = t._view_of
@@ -60,21 +58,40 @@ class EagerMode(_reg.Mode):
                         _views.refresh(t)
                 if t._requires_grad:
                     requires = True
-            # the operand's type, for the op's rule and the tape: read off the array once
-            # (no Size made; `autograd_node._tensor_type`, inlined)
-            data = t._data
-            dtype = _BY_NP.get(data.dtype)
-            if dtype is None:
-                dtype = t.dtype
-            if dtype.special and _reg.refuses_special(op):  # (the registry left it to us)
+        # the operands' types, for the op's rule and the tape: read off the arrays once (no
+        # Size made; `autograd_node._tensor_type`, inlined; one and two operands spelled out)
+        n = len(inputs)
+        if n == 2:
+            x, y = inputs
+            data, other = x._data, y._data
+            dtype = _BY_NP.get(data.dtype) or x.dtype
+            dtype_y = _BY_NP.get(other.dtype) or y.dtype
+            if (dtype.special or dtype_y.special) and _reg.refuses_special(op):
+                _reg._refuse_special(op, inputs)  # (the registry left it to us)
+            in_types = (
+                _new_tuple(TensorType, (data.shape, dtype)),
+                _new_tuple(TensorType, (other.shape, dtype_y)),
+            )
+        elif n == 1:
+            x = inputs[0]
+            data = x._data
+            dtype = _BY_NP.get(data.dtype) or x.dtype
+            if dtype.special and _reg.refuses_special(op):
                 _reg._refuse_special(op, inputs)
-            in_types.append(_new_tuple(TensorType, (data.shape, dtype)))
-        in_types = tuple(in_types)
+            in_types = (_new_tuple(TensorType, (data.shape, dtype)),)
+        else:
+            types = []
+            for t in inputs:
+                data = t._data
+                dtype = _BY_NP.get(data.dtype) or t.dtype
+                if dtype.special and _reg.refuses_special(op):
+                    _reg._refuse_special(op, inputs)
+                types.append(_new_tuple(TensorType, (data.shape, dtype)))
+            in_types = tuple(types)
         out_type = op.infer(*in_types, **attrs) if attrs else op.infer(*in_types)
         if _meta.active[0] and (_meta._creating[0] or _any_meta(inputs)):
             return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
-            n = len(inputs)
             if n == 1:
                 data = inputs[0]._data
                 result = op.run(data, **attrs) if attrs else op.run(data)
@@ -95,54 +112,18 @@ class EagerMode(_reg.Mode):
             raise EmberError(
                 f"kernel failed on inputs of shapes {shapes}: {exc}", op=op.name
             ) from exc
-        single = op.num_outputs == 1
-        if single:
-            outs = (_wrap(result if type(result) is _ndarray else np.asarray(result)),)
-            out_types = (out_type,)
-        else:
-            outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
-            out_types = tuple(out_type)
-        if _reg.conformance is not None:
-            _reg.conformance.forward.add(op.name)
-            _check_rule(op, out_types, outs)
-        if op.view:
-            source = inputs[0]
-            src = source._data
-            for t in outs:
-                # NumPy copies where the strides allow no view (a reshape of transposed data):
-                # such a result is a new tensor, as PyTorch's reshape makes one (a view's base
-                # is its source's memory's owner: the common case, asked first)
-                base = t._data.base
-                if (base is not None and (base is src or base is src.base)) or (
-                    np.may_share_memory(t._data, src)
-                ):
-                    t._vc = source._vc
-                    t._is_view = True
-                    # _views.record, inlined (every reshape and slice passes here); the base
-                    # shares the source's version counter
-                    chain = source._view_of
-                    t._view_of = (
-                        (chain[0], (*chain[1], (op, attrs)))
-                        if chain is not None and chain[1] is not _views.MULTI_OUTPUT
-                        else (source, ((op, attrs),))
-                    )
-                    t._view_src = source._vc[0]
-        elif op.aliases and len(outs) > 1:
-            # pieces of input 0 (split, chunk, unbind): they share its memory and version, and
-            # an in-place op on one is refused while gradients are recorded, as in PyTorch
-            source = inputs[0]
-            for t in outs:
-                if np.may_share_memory(t._data, source._data):
-                    t._vc = source._vc
-                    t._is_view = True
-                    t._view_of = (source, _views.MULTI_OUTPUT)
+        if op.num_outputs == 1:  # (the common case, without the tuples of outputs)
+            out = _wrap(result if type(result) is _ndarray else np.asarray(result))
+            if op.view or _reg.conformance is not None:
+                _mark_outputs(op, attrs, inputs, (out,), (out_type,))
+            if requires and _state.grad_enabled and out._data.dtype in _FLOATING:
+                out.grad_fn = Node(op, attrs, inputs, (out,), (out_type,), in_types)
+                out._requires_grad = True
+            return out
+        outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
+        out_types = tuple(out_type)
+        _mark_outputs(op, attrs, inputs, outs, out_types)
         if requires and _state.grad_enabled:
-            if single:
-                out = outs[0]
-                if out._data.dtype in _FLOATING:
-                    out.grad_fn = Node(op, attrs, inputs, outs, out_types, in_types)
-                    out._requires_grad = True
-                return out
             floating = [t._data.dtype in _FLOATING for t in outs]
             if any(floating):
                 node = Node(op, attrs, inputs, outs, out_types, in_types)
@@ -151,7 +132,7 @@ class EagerMode(_reg.Mode):
                         t.grad_fn = node
                         t._output_nr = i
                         t._requires_grad = True
-        return outs[0] if single else outs
+        return outs
 
     def constant(self, array) -> Tensor:
         if type(array) is _ndarray or type(array) is _meta.MetaArray:
@@ -166,6 +147,45 @@ def _check_rule(op, types, outs) -> None:
                 f"{op.name}: the shape/dtype rule says output {i} is {tuple(t.shape)} {t.dtype} "
                 f"but the kernel produced {out.shape} {out.dtype}"
             )
+
+
+def _mark_outputs(op, attrs, inputs, outs, out_types) -> None:
+    """The conformance check of the outputs' types, and the version counters and view chains
+    of a view op's outputs (or of the pieces an aliasing op cuts from input 0)."""
+    if _reg.conformance is not None:
+        _reg.conformance.forward.add(op.name)
+        _check_rule(op, out_types, outs)
+    if op.view:
+        source = inputs[0]
+        src = source._data
+        for t in outs:
+            # NumPy copies where the strides allow no view (a reshape of transposed data):
+            # such a result is a new tensor, as PyTorch's reshape makes one (a view's base
+            # is its source's memory's owner: the common case, asked first)
+            base = t._data.base
+            if (base is not None and (base is src or base is src.base)) or (
+                np.may_share_memory(t._data, src)
+            ):
+                t._vc = source._vc
+                t._is_view = True
+                # _views.record, inlined (every reshape and slice passes here); the base
+                # shares the source's version counter
+                chain = source._view_of
+                t._view_of = (
+                    (chain[0], (*chain[1], (op, attrs)))
+                    if chain is not None and chain[1] is not _views.MULTI_OUTPUT
+                    else (source, ((op, attrs),))
+                )
+                t._view_src = source._vc[0]
+    elif op.aliases and len(outs) > 1:
+        # pieces of input 0 (split, chunk, unbind): they share its memory and version, and
+        # an in-place op on one is refused while gradients are recorded, as in PyTorch
+        source = inputs[0]
+        for t in outs:
+            if np.may_share_memory(t._data, source._data):
+                t._vc = source._vc
+                t._is_view = True
+                t._view_of = (source, _views.MULTI_OUTPUT)
 
 
 _reg.set_base_mode(EagerMode())

@@ -184,9 +184,9 @@ def test_a_dimension_read_only_in_its_padding_copies_nothing():
 
 
 def test_data_address_is_the_arrays_first_element():
-    # the kernels' operand addresses (kernels/cstep.py's data_address, a buffer export) are
-    # ndarray.ctypes.data's for every array: contiguous, views at an offset, strided and
-    # Fortran-ordered (no writable C buffer: the ctypes path), read-only
+    # the kernels' operand addresses (kernels/cstep.py's data_address, the array's data field
+    # read) are ndarray.ctypes.data's for every array: contiguous, views at an offset, strided
+    # and Fortran-ordered, read-only (tests/runtime/test_data_address.py: the other paths)
     from ember.kernels.cstep import data_address
 
     a = np.arange(24.0).reshape(4, 6)

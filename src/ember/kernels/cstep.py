@@ -56,14 +56,43 @@ def function_address(fn) -> int:
 
 
 _BYTE = ctypes.c_char
+_ndarray = np.ndarray
+# An ndarray's data pointer is the first field after the object header in NumPy's
+# `PyArrayObject_fields` (numpy/ndarraytypes.h, the same in NumPy 1.x and 2.x): read there, an
+# address costs one small ctypes object, about half of a buffer export's, and read-only,
+# strided and empty arrays need no `ndarray.ctypes` either. `_reads_data_field` checks the
+# layout against `ndarray.ctypes` once, on arrays of each kind, before it is trusted.
+_DATA_FIELD = object.__basicsize__
+_pointer_at = ctypes.c_void_p.from_address
 
 
-def data_address(a: np.ndarray) -> int:
-    """The address of an array's first element, as ``a.ctypes.data`` gives it, without building
-    the ``ctypes`` helper object (a buffer export instead: several times cheaper, which a small
-    kernel's call pays per operand); an array that exports no writable contiguous buffer (read
-    only, strided, empty) takes ``a.ctypes.data``."""
+def _exported_address(a) -> int:
+    """``a.ctypes.data``, by a buffer export where the array gives a writable contiguous one."""
     try:
         return ctypes.addressof(_BYTE.from_buffer(a))
     except (TypeError, ValueError, BufferError):
         return a.ctypes.data
+
+
+def _field_address(a) -> int:
+    return _pointer_at(id(a) + _DATA_FIELD).value or 0
+
+
+def _reads_data_field() -> bool:
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    frozen = base[1:].copy()
+    frozen.flags.writeable = False
+    probes = (base, base[1:, 2:], base[:, ::2], base.T, frozen, np.empty(0), np.float64(0) * base)
+    return all(_field_address(p) == p.ctypes.data for p in probes)
+
+
+_FIELD_READ = _reads_data_field()
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of an array's first element, as ``a.ctypes.data`` gives it, without building
+    the ``ctypes`` helper object (a small kernel's call pays this per operand): read off the
+    array's data field (`_reads_data_field`), else a buffer export, else ``a.ctypes.data``."""
+    if type(a) is _ndarray and _FIELD_READ:
+        return _pointer_at(id(a) + _DATA_FIELD).value or 0
+    return _exported_address(a)

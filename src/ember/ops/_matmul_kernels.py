@@ -21,6 +21,7 @@ __all__ = [
     "matmul_kernel",
     "packed_linear",
     "product_workspace",
+    "small_linear",
 ]
 
 
@@ -46,6 +47,31 @@ def packed_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):
 
         _cgemm.append(cgemm)
     return _cgemm[0].packed_linear(x, weight, bias)
+
+
+# the dtypes whose products by few rows are NumPy's own (`small_linear`)
+_NUMPY_PRODUCT = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+
+
+def small_linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):
+    """``x @ weight.T + bias`` for a 2-d float32/float64 ``x`` where the product is one that
+    kernels/cgemm.py leaves to NumPy (at most its ``BLAS_ONE_THREAD`` multiply-adds, a layer at
+    batch one), else None: what `packed_linear` (declining it) and `matmul_fast` then run,
+    NumPy's product and the bias added in place, without their layers, which cost such a call
+    about as much as the product."""
+    dtype = x.dtype
+    if x.ndim != 2 or dtype not in _NUMPY_PRODUCT or weight.dtype != dtype:
+        return None
+    if not _cgemm:
+        from ..kernels import cgemm
+
+        _cgemm.append(cgemm)
+    if x.shape[0] * x.shape[1] * weight.shape[0] > _cgemm[0].BLAS_ONE_THREAD:
+        return None
+    out = np.matmul(x if x.flags.c_contiguous else blas_ready(x), blas_ready(weight.T))
+    if bias is not None:
+        out += bias
+    return out
 
 
 def _numpy_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
