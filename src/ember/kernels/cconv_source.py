@@ -7,7 +7,10 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   p runs over (input channel, kernel offset) and j over output positions; X is never built: its
   element (p, j) is ``x[roff[p] + src[j]]`` of the zero-padded input, so a block of columns is
   packed straight from the input (consecutive columns are mostly consecutive in memory, copied
-  as runs), or not packed at all where a panel is one contiguous run of the input in every row
+  as runs; where a panel's runs are many and short, a small plane's output rows or a stride's
+  columns, its rows are gathered a vector at a time instead, each column's offset from the
+  panel's first in a table, where a copy per run would cost more than the gathers), or not
+  packed at all where a panel is one contiguous run of the input in every row
   (a stride-1 plane's rows, the flat layout's extended ones): ``micro_rows`` reads it in place,
   the same sums in the same order. Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is
   packed by the caller.
@@ -431,6 +434,43 @@ static inline void store_steps(const T *from, T b, const double *clamp, S *to, u
   }
 }
 
+/* a panel's rows packed by gathers (many short runs: a small plane's output rows, a stride's
+   columns): row p's column jj is x[roff[p] + idx[jj]], columns past nj zero */
+#if HAVE_MASKS && !HALF && !defined(NO_GATHERS)
+#define GATHERS 1
+#ifndef GATHER_COST
+#define GATHER_COST 3
+#endif
+static void pack_gather(const T *restrict x, const long *roff, long kc, long nj, const int *idx,
+                        T *restrict bp) {
+#if T_FLOAT
+  __m512i i0 = _mm512_loadu_si512(idx), i1 = _mm512_loadu_si512(idx + VL),
+          i2 = _mm512_loadu_si512(idx + 2 * VL);
+#define GATHER(m, i, from) _mm512_mask_i32gather_ps(zero, m, i, from, 4)
+#define STORE_ALIGNED _mm512_store_ps
+#else
+  __m256i i0 = _mm256_loadu_si256((const __m256i *)idx),
+          i1 = _mm256_loadu_si256((const __m256i *)(idx + VL)),
+          i2 = _mm256_loadu_si256((const __m256i *)(idx + 2 * VL));
+#define GATHER(m, i, from) _mm512_mask_i32gather_pd(zero, m, i, from, 8)
+#define STORE_ALIGNED _mm512_store_pd
+#endif
+  MASK m0 = lanes(nj), m1 = nj > VL ? lanes(nj - VL) : 0, m2 = nj > 2 * VL ? lanes(nj - 2 * VL) : 0;
+  V zero = SET1(0);
+  for (long p = 0; p < kc; p++) {
+    const T *from = x + roff[p];
+    T *to = bp + p * NR;
+    STORE_ALIGNED(to, GATHER(m0, i0, from));
+    STORE_ALIGNED(to + VL, GATHER(m1, i1, from));
+    STORE_ALIGNED(to + 2 * VL, GATHER(m2, i2, from));
+  }
+#undef GATHER
+#undef STORE_ALIGNED
+}
+#else
+#define GATHERS 0
+#endif
+
 /* one column panel's tables: its runs in the input (contiguous, and evenly stepping) and in
    the output (evenly stepping: contiguous but for a phase's scattered store) */
 struct panel_runs {
@@ -438,6 +478,8 @@ struct panel_runs {
   int s_count, d_count, t_count;
   long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR], d_step[NR];
   long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
+  int gather; /* packed by gathers: idx[jj], column jj's offset from s_first[0] */
+  int idx[NR];
 };
 
 static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) {
@@ -455,6 +497,25 @@ static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) 
   r->t_count = r->s_count > 1
                    ? strided_runs_of(src, nj, r->t_start, r->t_len, r->t_first, r->t_step)
                    : NR + 1;
+  r->gather = 0;
+#if GATHERS
+  /* gathered where the runs' copies cost more: a contiguous run's copy a masked vector move per
+     vector, a stride 2's three (two loads and a permute), another stride's an element at a
+     time, against GATHER_COST per gathered vector */
+  int strided = r->t_count < r->s_count;
+  int count = strided ? r->t_count : r->s_count;
+  const long *len = strided ? r->t_len : r->s_len, *step = strided ? r->t_step : 0;
+  long copies = 0;
+  for (int i = 0; i < count; i++) {
+    long st = step ? step[i] : 1, vectors = (len[i] + VL - 1) / VL;
+    copies += st == 1 ? vectors : st == 2 ? 3 * vectors : len[i];
+  }
+  if (copies > GATHER_COST * ((nj + VL - 1) / VL) && src[nj - 1] - src[0] < (1L << 30)) {
+    r->gather = 1;
+    for (long jj = 0; jj < nj; jj++) r->idx[jj] = (int)(src[jj] - src[0]);
+    for (long jj = nj; jj < NR; jj++) r->idx[jj] = 0;
+  }
+#endif
 }
 
 /* whether a panel's columns are read in place (micro_rows) rather than packed: one contiguous
@@ -487,6 +548,12 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         const struct panel_runs *r = &runs[q];
         P *bp = bps + q * KC * NR;
         if (IN_PLACE(r)) continue; /* (micro_rows reads it from the input) */
+#if GATHERS
+        if (r->gather) {
+          pack_gather(f->x + r->s_first[0], f->roff + pc, kc, r->nj, r->idx, bp);
+          continue;
+        }
+#endif
         if (r->t_count < r->s_count)
           pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
                        r->t_step, bp);
