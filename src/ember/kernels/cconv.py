@@ -49,6 +49,7 @@ from . import (
     cconv_packs,
     cconv_side,
     cconv_split,
+    cconv_step_choice,
     cconv_wide,
     chalf,
     conv_plan,
@@ -520,8 +521,10 @@ def forward_step(
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
     (the step function, its argument block with zeros in the x, w, bias, out and mask slots
     0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
-    the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
-    one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
+    the column panels' or the channels-wide one; ``wide`` True or False forces one (tests; a
+    phase's store needs the columns'); both None, the one measured fastest for this geometry
+    on this machine (kernels/cconv_step_choice.py), or with ``EMBER_CONV_LAYOUT=count`` the
+    one doing less counted work (`cconv_wide.wins`, `_relayout`).
     The column panels read the input relaid where ``split`` is True, or, where it is None,
     where the count says so (`_relayout`): a strided convolution's split by stride phases
     (kernels/cconv_split.py), a stride-1 batch side by side (kernels/cconv_side.py);
@@ -544,6 +547,15 @@ def forward_step(
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
     if wide is None:  # (the channels-wide layout has no bfloat16 pairs)
         wide = not pairs(dtype) and cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
+        if split is None and not pairs(dtype) and not cconv_choice.counted_only():
+            # a step left to choose: the layout measured for this geometry on this machine
+            relaid = None if wide else _relayout(*key[:3], itemsize)
+            counted = (wide, relaid is not None and relaid[1])
+            wide, split = cconv_step_choice.built_layout(
+                x_shape, w_shape, p, dtype, weight_constant,
+                functools.partial(forward_step, x_shape, w_shape, p, dtype, relu, weight_constant),
+                counted,
+            )  # fmt: skip
     if wide and pairs(dtype):
         return None
     if wide:
