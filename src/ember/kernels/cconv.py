@@ -80,7 +80,9 @@ _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
 _BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L, _P]
+# the argument-block slot of the residual a step's store adds (column layout, channels-wide)
+_RESIDUAL_SLOT = {False: 38, True: 32}
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P]
@@ -283,14 +285,27 @@ def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple |
     return layout, counted
 
 
-def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None):
-    """conv(x, w) (+ bias per output channel) (then clamped: ``relu`` True for a ReLU, or
-    a clamp's (lo, hi, lo takes ties, hi takes ties): `clamp_address`), or None where it does
-    not apply.
+def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None, residual=None):
+    """conv(x, w) (+ bias per output channel) (+ ``residual``) (then clamped: ``relu`` True
+    for a ReLU, or a clamp's (lo, hi, lo takes ties, hi takes ties): `clamp_address`), or None
+    where it does not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,) (in half precision
-    added to the float32 sums, the result rounded once). ``mask``, a bool array of the
-    output's shape, receives ``result > 0``."""
-    return _forward(x, w, p, groups, bias, relu, mask)
+    added to the float32 sums, the result rounded once); ``residual``, if given, has the
+    result's shape and dtype (a residual block's shortcut, added as the store writes each
+    tile: half precision rounds the biased sum, then the sum with it, as two adds round).
+    ``mask``, a bool array of the output's shape, receives ``result > 0``."""
+    if residual is not None:
+        shape = (x.shape[0], w.shape[0]) + tuple(p.out_size)
+        if tuple(residual.shape) != shape or residual.dtype != x.dtype:
+            return None
+        residual = np.ascontiguousarray(residual)
+    return _forward(x, w, p, groups, bias, relu, mask, residual=residual)
+
+
+def residual_slot(made, dtype) -> int:
+    """The slot of a `forward_step`'s argument block (``made``: what it returned for ``dtype``)
+    that takes the residual its store adds."""
+    return _RESIDUAL_SLOT[made[0] is _step_function(np.dtype(dtype), _WIDE)]
 
 
 class _Into(NamedTuple):
@@ -319,7 +334,10 @@ def forward_into(
     return _forward(x, w, p, groups, bias, False, None, into, gather)
 
 
-def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None, gather=None):
+def _forward(
+    x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None, gather=None,
+    residual=None,
+):  # fmt: skip
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -355,6 +373,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
+            args[_RESIDUAL_SLOT[wide]] = 0 if residual is None else data_address(residual)
             call(address if into is None else data_address(args))
             del pack  # (held until the step has read it)
             return out
@@ -395,6 +414,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             clamp_address(relu, x.dtype),
             pool,
             _panel_group(panels, compute_itemsize(x.dtype)),
+            None if residual is None else _address(residual, g * cog * chan),
         )
     return out
 
@@ -588,6 +608,7 @@ def forward_step(
     args += [clamp_address(relu, dtype), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     args += [0 if f.split is None else data_address(f.split)]
+    args += [0]  # (the residual: cconv_epilogue's steps)
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)
 
 
