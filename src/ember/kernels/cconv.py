@@ -63,6 +63,7 @@ from .cstep import STEP_CALL, data_address, function_address
 
 # one library: the column-panel kernels and the channels-wide forward (kernels/cconv_wide.py)
 SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE
+cconv_step_choice.use_source(SOURCE)
 
 __all__ = [
     "available",

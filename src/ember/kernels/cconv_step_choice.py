@@ -42,13 +42,21 @@ _lock = threading.Lock()
 _loaded: dict = {}  # path -> {geometry key: (wide, split)}
 
 
+_source = ""  # the kernels' C source (kernels/cconv.py hands it over as it loads)
+
+
+def use_source(text: str) -> None:
+    """The kernels' C source, part of the machine key: a changed kernel is measured again."""
+    global _source
+    _source = hashlib.sha256(text.encode()).hexdigest()[:16]
+    machine_key.cache_clear()
+
+
 @functools.cache
 def machine_key() -> str:
-    from .cconv import SOURCE
     from .cpool import cpu_count, cpu_model
 
-    source = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    return f"{cpu_model()}|{cpu_count()}|{source}|v{FORMAT_VERSION}"
+    return f"{cpu_model()}|{cpu_count()}|{_source}|v{FORMAT_VERSION}"
 
 
 def choices_path():
