@@ -552,7 +552,8 @@ def _checked_recurrent(name, reference):
 def _checked_conv(name, module=cconv):
     """``cconv.<name>`` (or ``cdepthwise.<name>``) with each call that returns an array
     checked against the NumPy kernel of ops/_conv_kernels.py (the forward and the input
-    gradient with their bias added after, the forward's clamp (a ReLU) after that)."""
+    gradient with their bias added after, the forward's residual after that, its clamp (a
+    ReLU) last)."""
     fast, reference = getattr(module, name), getattr(_conv_kernels, name)
     counts = {}
 
@@ -568,6 +569,9 @@ def _checked_conv(name, module=cconv):
             if bias is not None:
                 want = want + wide(bias).reshape((1, -1) + (1,) * (want.ndim - 2))
             want = want.astype(a.dtype)
+            residual = (epilogue[3:] or (kwargs.get("residual"),))[0]
+            if residual is not None:  # (a residual block's shortcut, added before the clamp)
+                want = want + residual
             clamp = (epilogue[1:] or (kwargs.get("relu", kwargs.get("clamp")),))[0]
             if clamp is True:  # a ReLU: maximum(x, 0)
                 clamp = (0.0, np.inf, True, False)

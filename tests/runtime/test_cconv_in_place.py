@@ -46,7 +46,7 @@ def _source_plain() -> str:
     plain = cconv.SOURCE.replace(
         "#define IN_PLACE(r) ((r)->s_count == 1 && (r)->nj == NR)", "#define IN_PLACE(r) 0"
     )
-    plain, stores = plain.replace("  if (step == 2) {", "  if (0) {"), plain
+    plain, stores = plain.replace("  if (step == 2 && !res) {", "  if (0) {"), plain
     assert cconv.SOURCE != stores != plain
     return plain
 

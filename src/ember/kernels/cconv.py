@@ -49,6 +49,7 @@ from . import (
     cconv_packs,
     cconv_side,
     cconv_split,
+    cconv_step_choice,
     cconv_wide,
     chalf,
     conv_plan,
@@ -62,6 +63,7 @@ from .cstep import STEP_CALL, data_address, function_address
 
 # one library: the column-panel kernels and the channels-wide forward (kernels/cconv_wide.py)
 SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE
+cconv_step_choice.use_source(SOURCE)
 
 __all__ = [
     "available",
@@ -79,7 +81,9 @@ _MAX_WASTE = 2.0
 # the weight gradient sums this many blocks of samples in parallel, then adds their partial sums
 _BLOCKS = 8
 _P, _L, _I = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
-_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L]
+_FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L, _P]
+# the argument-block slot of the residual a step's store adds (column layout, channels-wide)
+_RESIDUAL_SLOT = {False: 38, True: 32}
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
 _WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P]
@@ -282,14 +286,27 @@ def _relayout(x_shape: tuple, w_shape: tuple, p: Plan, itemsize: int) -> tuple |
     return layout, counted
 
 
-def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None):
-    """conv(x, w) (+ bias per output channel) (then clamped: ``relu`` True for a ReLU, or
-    a clamp's (lo, hi, lo takes ties, hi takes ties): `clamp_address`), or None where it does
-    not apply.
+def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None, residual=None):
+    """conv(x, w) (+ bias per output channel) (+ ``residual``) (then clamped: ``relu`` True
+    for a ReLU, or a clamp's (lo, hi, lo takes ties, hi takes ties): `clamp_address`), or None
+    where it does not apply.
     ``x`` and ``w`` share a float dtype; ``bias``, if given, is (Cout,) (in half precision
-    added to the float32 sums, the result rounded once). ``mask``, a bool array of the
-    output's shape, receives ``result > 0``."""
-    return _forward(x, w, p, groups, bias, relu, mask)
+    added to the float32 sums, the result rounded once); ``residual``, if given, has the
+    result's shape and dtype (a residual block's shortcut, added as the store writes each
+    tile: half precision rounds the biased sum, then the sum with it, as two adds round).
+    ``mask``, a bool array of the output's shape, receives ``result > 0``."""
+    if residual is not None:
+        shape = (x.shape[0], w.shape[0]) + tuple(p.out_size)
+        if tuple(residual.shape) != shape or residual.dtype != x.dtype:
+            return None
+        residual = np.ascontiguousarray(residual)
+    return _forward(x, w, p, groups, bias, relu, mask, residual=residual)
+
+
+def residual_slot(made, dtype) -> int:
+    """The slot of a `forward_step`'s argument block (``made``: what it returned for ``dtype``)
+    that takes the residual its store adds."""
+    return _RESIDUAL_SLOT[made[0] is _step_function(np.dtype(dtype), _WIDE)]
 
 
 class _Into(NamedTuple):
@@ -318,7 +335,10 @@ def forward_into(
     return _forward(x, w, p, groups, bias, False, None, into, gather)
 
 
-def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None, gather=None):
+def _forward(
+    x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = None, gather=None,
+    residual=None,
+):  # fmt: skip
     functions = _functions(x.dtype)
     if functions is None or x.dtype != w.dtype or x.size == 0 or w.size == 0:
         return None
@@ -354,6 +374,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
+            args[_RESIDUAL_SLOT[wide]] = 0 if residual is None else data_address(residual)
             call(address if into is None else data_address(args))
             del pack  # (held until the step has read it)
             return out
@@ -394,6 +415,7 @@ def _forward(x, w, p: Plan, groups: int, bias, relu, mask, into: _Into | None = 
             clamp_address(relu, x.dtype),
             pool,
             _panel_group(panels, compute_itemsize(x.dtype)),
+            None if residual is None else _address(residual, g * cog * chan),
         )
     return out
 
@@ -520,8 +542,10 @@ def forward_step(
     """The graph runner's step of a 2-d, one-group forward convolution (runtime/cgraph.py):
     (the step function, its argument block with zeros in the x, w, bias, out and mask slots
     0 to 4, what must stay alive), or None where `conv_forward` would not run. The layout is
-    the column panels' or, where it does less work (`cconv_wide.wins`), the channels-wide
-    one; ``wide`` True or False forces one (tests; a phase's store needs the columns').
+    the column panels' or the channels-wide one; ``wide`` True or False forces one (tests; a
+    phase's store needs the columns'); both None, the one measured fastest for this geometry
+    on this machine (kernels/cconv_step_choice.py), or with ``EMBER_CONV_LAYOUT=count`` the
+    one doing less counted work (`cconv_wide.wins`, `_relayout`).
     The column panels read the input relaid where ``split`` is True, or, where it is None,
     where the count says so (`_relayout`): a strided convolution's split by stride phases
     (kernels/cconv_split.py), a stride-1 batch side by side (kernels/cconv_side.py);
@@ -544,6 +568,15 @@ def forward_step(
     copy = [n * c, *copied, h, w, *p.lo, *p.padded]
     if wide is None:  # (the channels-wide layout has no bfloat16 pairs)
         wide = not pairs(dtype) and cconv_wide.wins(n * f.m, f.cog, f.rows, threads, itemsize)
+        if split is None and not pairs(dtype) and not cconv_choice.counted_only():
+            # a step left to choose: the layout measured for this geometry on this machine
+            relaid = None if wide else _relayout(*key[:3], itemsize)
+            counted = (wide, relaid is not None and relaid[1])
+            wide, split = cconv_step_choice.built_layout(
+                x_shape, w_shape, p, dtype, weight_constant,
+                functools.partial(forward_step, x_shape, w_shape, p, dtype, relu, weight_constant),
+                counted,
+            )  # fmt: skip
     if wide and pairs(dtype):
         return None
     if wide:
@@ -576,6 +609,7 @@ def forward_step(
     args += [clamp_address(relu, dtype), pool, _panel_group(f.panels, itemsize)]
     args += [int(weight_constant), 0, 0, 0]  # (then the weight's gather: forward_into's)
     args += [0 if f.split is None else data_address(f.split)]
+    args += [0]  # (the residual: cconv_epilogue's steps)
     return step, np.array(args, np.int64), (step, xp, wp, src, dst, roff, f.split)
 
 

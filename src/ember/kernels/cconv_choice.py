@@ -17,8 +17,8 @@ kept packed between calls, in which case both are timed with their packing skipp
 then run). Each is timed five times, the minimum kept (on one thread the calling thread's CPU
 time, which other processes' load inflates less than wall time). The layouts sum every output
 in the same order (bit-identical results, tested), so the choice changes the time only.
-``EMBER_CONV_LAYOUT=count`` keeps the counted choice (the graph runner's steps use it always:
-kernels/cconv.py's `forward_step`).
+``EMBER_CONV_LAYOUT=count`` keeps the counted choice (a built step, the graph runner's, has
+no operands yet: kernels/cconv_step_choice.py times its layouts on random ones).
 """
 
 from __future__ import annotations

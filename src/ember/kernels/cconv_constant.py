@@ -79,14 +79,17 @@ class ConstantWeightForward:
         if made is not None:
             step, self._args, self._keep = made
             self._call = STEP_CALL(function_address(step))
+            self._residual = cconv.residual_slot(made, dtype)
             self.held_bytes = sum(a.nbytes for a in self._keep if isinstance(a, np.ndarray))
 
-    def __call__(self, x, w, bias=None, mask=None, out=None):
+    def __call__(self, x, w, bias=None, mask=None, out=None, residual=None):
         if (
             self._call is None
             or (x.shape, w.shape) != self._shapes
             or x.dtype != self._dtype
             or w.dtype != self._dtype
+            or (residual is not None and residual.shape != self._out_shape)
+            or (residual is not None and residual.dtype != self._dtype)
             or not self._lock.acquire(blocking=False)
         ):
             return None
@@ -99,6 +102,10 @@ class ConstantWeightForward:
             args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
+            if residual is not None:
+                residual = np.ascontiguousarray(residual)
+                # (a residual sharing the result's buffer is read before each tile's store)
+            args[self._residual] = 0 if residual is None else data_address(residual)
             self._call(data_address(args))
             charge(("cconv node step", id(self)), self.held_bytes, _held_by_node)
             return out

@@ -5,7 +5,9 @@ gradient mask while each output tile is still in cache, instead of a second pass
 whole output.
 
 The C store does a fixed set of things, described by a `Spec`: an optional per-channel bias,
-an optional clamp, the float output and an optional mask (the value > 0). Which epilogue
+an optional residual of the output's shape (a residual block's ``relu(conv(x) + shortcut)``:
+the shortcut read as each tile is stored, rather than a pass of its own over both), an optional
+clamp, the float output and an optional mask (the value > 0). Which epilogue
 programs come down to a `Spec` is the convolution's epilogue rule (ops/conv.py), which calls
 `build` and `c_step` with it; anything else stays a separate elementwise node. The reference is
 the node's own kernel (ops/fused.py: the conv kernel, then the program's NumPy kernels).
@@ -30,6 +32,9 @@ class Spec(NamedTuple):
     value: int | None  # position in ``outputs`` of the float output
     mask: int | None  # position in ``outputs`` of the mask
     own_bias: bool = False  # the bias is the convolution's own operand (node input 2)
+    # position among the node's epilogue operands of a residual of the result's shape, added
+    # after the bias and before the clamp (a residual block's shortcut); None: none
+    residual: int | None = None
 
 
 def c_step(node, plan: Spec, producer_attrs: dict):
@@ -59,7 +64,18 @@ def c_step(node, plan: Spec, producer_attrs: dict):
         slots.append((2, "in", n + plan.bias - (plan.bias > slot)))
     if plan.mask is not None:
         slots.append((4, "out", plan.mask))
+    if plan.residual is not None:
+        slots.append(
+            (cconv.residual_slot(made, x_type.dtype.np), "in", _input(node, plan.residual))
+        )
     return CStep(function_address(step), args, slots, keep)
+
+
+def _input(node, operand: int) -> int:
+    """The node input of the epilogue program's operand ``operand`` (the program's inputs are
+    the node's after the producer's, with the producer's result inserted at ``slot``)."""
+    n, slot = node.attrs["n_producer"], node.attrs["slot"]
+    return n + operand - (operand > slot)
 
 
 def depthwise_c_step(node, plan: Spec, producer_attrs: dict):
@@ -70,6 +86,8 @@ def depthwise_c_step(node, plan: Spec, producer_attrs: dict):
 
     x_type, w_type = (v.type for v in node.inputs[:2])
     if plan.value is None or plan.mask is not None or x_type.dtype != w_type.dtype:
+        return None
+    if plan.residual is not None:  # (its kernels store no residual)
         return None
     p = conv_geometry(producer_attrs, x_type.shape[2:], w_type.shape)
     biased = plan.own_bias or plan.bias is not None
@@ -114,12 +132,13 @@ def build(node, plan: Spec, producer_attrs: dict, result, depthwise: bool = Fals
         if plan.own_bias:
             bias = arrays[2]
         mask = np.empty(shape, np.bool_) if plan.mask is not None else None
-        y = None if constant is None else constant(x, w, bias, mask)
-        if y is None and depthwise:
+        residual = None if plan.residual is None else operands[plan.residual]
+        y = None if constant is None else constant(x, w, bias, mask, residual=residual)
+        if y is None and depthwise and residual is None:
             y = cdepthwise.conv_forward(x, w, p, groups, bias, plan.clamp)
-        elif y is None:
-            y = cconv.conv_forward(x, w, p, groups, bias, plan.clamp, mask)
-        if y is None:  # (an empty batch)
+        elif y is None and not depthwise:
+            y = cconv.conv_forward(x, w, p, groups, bias, plan.clamp, mask, residual)
+        if y is None:  # (an empty batch, a residual the kernels decline)
             return node.op.kernel(*arrays, **attrs)
         results = [None] * len(attrs["outputs"])
         if plan.value is not None:

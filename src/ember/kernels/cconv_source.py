@@ -7,7 +7,10 @@ the compiler emits AVX-512 where the CPU has it, and two or four narrower vector
   p runs over (input channel, kernel offset) and j over output positions; X is never built: its
   element (p, j) is ``x[roff[p] + src[j]]`` of the zero-padded input, so a block of columns is
   packed straight from the input (consecutive columns are mostly consecutive in memory, copied
-  as runs), or not packed at all where a panel is one contiguous run of the input in every row
+  as runs; where a panel's runs are many and short, a small plane's output rows or a stride's
+  columns, its rows are gathered a vector at a time instead, each column's offset from the
+  panel's first in a table, where a copy per run would cost more than the gathers), or not
+  packed at all where a panel is one contiguous run of the input in every row
   (a stride-1 plane's rows, the flat layout's extended ones): ``micro_rows`` reads it in place,
   the same sums in the same order. Outer-product micro-kernel, MR x NR = 8 x 3 vectors; W is
   packed by the caller.
@@ -68,6 +71,7 @@ struct fwd {
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
   long group; /* column panels per group (see fwd_panels) */
+  const S *res; /* a residual added before the clamp, laid out as out; or NULL */
 };
 
 /* runs of consecutive columns: start, length and first offset (into the input for `src`,
@@ -322,7 +326,8 @@ static inline V clamp_vec(V v, const double *c) {
 }
 #endif
 
-/* to[t] = from[t] + b (then clamped), mask[t] = to[t] > 0; ``from`` may be read up to a whole
+/* to[t] = from[t] + b (+ res[t], a residual of the output's shape, where res is given) (then
+   clamped), mask[t] = to[t] > 0; ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
    as masked vectors; elsewhere the loops are plain. 16-bit storage rounds once, as PyTorch's
    half-precision convolutions do: the float32 sum plus the bias (-0.0, the identity, where
@@ -348,14 +353,18 @@ static inline __m256i narrow(V v) {
   return _mm256_mask_mov_epi16(h, nan, quiet);
 #endif
 }
-static inline void store_run(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
-                             long n) {
+static inline void store_run(const T *from, T b, const S *res, const double *clamp, S *to,
+                             unsigned char *mask, long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
   for (long t = 0; t < n; t += VL) {
     MASK keep = lanes(n - t);
     __m256i h = narrow(ADD(LOAD(from + t), bias));
     V v = widen(h);
+    if (res) { /* (the residual added to the rounded value, rounded again: two 16-bit adds) */
+      h = narrow(ADD(v, widen(_mm256_maskz_loadu_epi16(keep, res + t))));
+      v = widen(h);
+    }
     if (clamp) { /* (the bounds are 16-bit values: narrowed exactly; a NaN as it was) */
       v = clamp_vec(v, clamp);
       h = narrow(v);
@@ -366,23 +375,25 @@ static inline void store_run(const T *from, T b, const double *clamp, S *to, uns
   }
 }
 #elif HALF
-static inline void store_run(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
-                             long n) {
+static inline void store_run(const T *from, T b, const S *res, const double *clamp, S *to,
+                             unsigned char *mask, long n) {
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b);
+    if (res) v = RND(v + LD(res[t]));
     if (clamp) v = clamp_one(v, clamp);
     to[t] = ST(v);
     if (mask) mask[t] = v > 0;
   }
 }
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-static inline void store_run(const T *from, T b, const double *clamp, T *to, unsigned char *mask,
-                             long n) {
+static inline void store_run(const T *from, T b, const T *res, const double *clamp, T *to,
+                             unsigned char *mask, long n) {
   V bias = SET1(b), zero = SET1(0);
   __m128i ones = _mm_set1_epi8(1);
   for (long t = 0; t < n; t += VL) {
     MASK keep = n - t >= VL ? (MASK)~0 : (MASK)((1u << (n - t)) - 1);
     V v = ADD(LOAD(from + t), bias);
+    if (res) v = ADD(v, MLOAD(keep, res + t));
     if (clamp) v = clamp_vec(v, clamp);
     STORE(to + t, keep, v);
     if (mask)
@@ -390,10 +401,11 @@ static inline void store_run(const T *from, T b, const double *clamp, T *to, uns
   }
 }
 #else
-static inline void store_run(const T *from, T b, const double *clamp, T *to, unsigned char *mask,
-                             long n) {
+static inline void store_run(const T *from, T b, const T *res, const double *clamp, T *to,
+                             unsigned char *mask, long n) {
   for (long t = 0; t < n; t++) {
     T v = from[t] + b;
+    if (res) v += res[t];
     if (clamp) v = clamp_one(v, clamp);
     to[t] = v;
     if (mask) mask[t] = v > 0;
@@ -401,12 +413,13 @@ static inline void store_run(const T *from, T b, const double *clamp, T *to, uns
 }
 #endif
 
-/* store_run's to[t * step] (a run of columns that lands every step-th element: a phase of a
-   strided convolution's input gradient written in place) */
-static inline void store_steps(const T *from, T b, const double *clamp, S *to, unsigned char *mask,
-                               long n, long step) {
+/* store_run's to[t * step] (and res[t * step]): a run of columns that lands every step-th
+   element (a phase of a strided convolution's input gradient written in place; two columns
+   of a panel in two samples) */
+static inline void store_steps(const T *from, T b, const S *res, const double *clamp, S *to,
+                               unsigned char *mask, long n, long step) {
 #if HAVE_MASKS && !HALF
-  if (step == 2) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
+  if (step == 2 && !res) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
     V bias = SET1(b), zero = SET1(0);
     __m128i ones = _mm_set1_epi8(1);
     for (long t = 0; t < n; t += VL / 2) {
@@ -425,11 +438,49 @@ static inline void store_steps(const T *from, T b, const double *clamp, S *to, u
 #endif
   for (long t = 0; t < n; t++) {
     T v = RND(from[t] + b); /* (16 bits: rounded once, the bias included) */
+    if (res) v = RND(v + LD(res[t * step]));
     if (clamp) v = clamp_one(v, clamp);
     to[t * step] = ST(v);
     if (mask) mask[t * step] = v > 0;
   }
 }
+
+/* a panel's rows packed by gathers (many short runs: a small plane's output rows, a stride's
+   columns): row p's column jj is x[roff[p] + idx[jj]], columns past nj zero */
+#if HAVE_MASKS && !HALF && !defined(NO_GATHERS)
+#define GATHERS 1
+#ifndef GATHER_COST
+#define GATHER_COST 3
+#endif
+static void pack_gather(const T *restrict x, const long *roff, long kc, long nj, const int *idx,
+                        T *restrict bp) {
+#if T_FLOAT
+  __m512i i0 = _mm512_loadu_si512(idx), i1 = _mm512_loadu_si512(idx + VL),
+          i2 = _mm512_loadu_si512(idx + 2 * VL);
+#define GATHER(m, i, from) _mm512_mask_i32gather_ps(zero, m, i, from, 4)
+#define STORE_ALIGNED _mm512_store_ps
+#else
+  __m256i i0 = _mm256_loadu_si256((const __m256i *)idx),
+          i1 = _mm256_loadu_si256((const __m256i *)(idx + VL)),
+          i2 = _mm256_loadu_si256((const __m256i *)(idx + 2 * VL));
+#define GATHER(m, i, from) _mm512_mask_i32gather_pd(zero, m, i, from, 8)
+#define STORE_ALIGNED _mm512_store_pd
+#endif
+  MASK m0 = lanes(nj), m1 = nj > VL ? lanes(nj - VL) : 0, m2 = nj > 2 * VL ? lanes(nj - 2 * VL) : 0;
+  V zero = SET1(0);
+  for (long p = 0; p < kc; p++) {
+    const T *from = x + roff[p];
+    T *to = bp + p * NR;
+    STORE_ALIGNED(to, GATHER(m0, i0, from));
+    STORE_ALIGNED(to + VL, GATHER(m1, i1, from));
+    STORE_ALIGNED(to + 2 * VL, GATHER(m2, i2, from));
+  }
+#undef GATHER
+#undef STORE_ALIGNED
+}
+#else
+#define GATHERS 0
+#endif
 
 /* one column panel's tables: its runs in the input (contiguous, and evenly stepping) and in
    the output (evenly stepping: contiguous but for a phase's scattered store) */
@@ -438,6 +489,8 @@ struct panel_runs {
   int s_count, d_count, t_count;
   long s_start[NR], s_len[NR], s_first[NR], d_start[NR], d_len[NR], d_first[NR], d_step[NR];
   long t_start[NR], t_len[NR], t_first[NR], t_step[NR];
+  int gather; /* packed by gathers: idx[jj], column jj's offset from s_first[0] */
+  int idx[NR];
 };
 
 static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) {
@@ -455,6 +508,25 @@ static void panel_tables(const struct fwd *f, long panel, struct panel_runs *r) 
   r->t_count = r->s_count > 1
                    ? strided_runs_of(src, nj, r->t_start, r->t_len, r->t_first, r->t_step)
                    : NR + 1;
+  r->gather = 0;
+#if GATHERS
+  /* gathered where the runs' copies cost more: a contiguous run's copy a masked vector move per
+     vector, a stride 2's three (two loads and a permute), another stride's an element at a
+     time, against GATHER_COST per gathered vector */
+  int strided = r->t_count < r->s_count;
+  int count = strided ? r->t_count : r->s_count;
+  const long *len = strided ? r->t_len : r->s_len, *step = strided ? r->t_step : 0;
+  long copies = 0;
+  for (int i = 0; i < count; i++) {
+    long st = step ? step[i] : 1, vectors = (len[i] + VL - 1) / VL;
+    copies += st == 1 ? vectors : st == 2 ? 3 * vectors : len[i];
+  }
+  if (copies > GATHER_COST * ((nj + VL - 1) / VL) && src[nj - 1] - src[0] < (1L << 30)) {
+    r->gather = 1;
+    for (long jj = 0; jj < nj; jj++) r->idx[jj] = (int)(src[jj] - src[0]);
+    for (long jj = nj; jj < NR; jj++) r->idx[jj] = 0;
+  }
+#endif
 }
 
 /* whether a panel's columns are read in place (micro_rows) rather than packed: one contiguous
@@ -487,6 +559,12 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         const struct panel_runs *r = &runs[q];
         P *bp = bps + q * KC * NR;
         if (IN_PLACE(r)) continue; /* (micro_rows reads it from the input) */
+#if GATHERS
+        if (r->gather) {
+          pack_gather(f->x + r->s_first[0], f->roff + pc, kc, r->nj, r->idx, bp);
+          continue;
+        }
+#endif
         if (r->t_count < r->s_count)
           pack_strided(f->x, f->roff + pc, kc, r->t_count, r->t_start, r->t_len, r->t_first,
                        r->t_step, bp);
@@ -513,14 +591,16 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         const T *acc = tiles + q * mp * MR * NR + co * NR;
         T b = f->bias ? LD(f->bias[co]) : NO_BIAS;
         S *base = f->out + co * f->chan;
+        const S *res = f->res ? f->res + co * f->chan : 0;
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
         for (int i = 0; i < r->d_count; i++) {
           if (r->d_step[i] == 1)
-            store_run(acc + r->d_start[i], b, f->clamp, base + r->d_first[i],
-                      mask ? mask + r->d_first[i] : 0, r->d_len[i]);
+            store_run(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, f->clamp,
+                      base + r->d_first[i], mask ? mask + r->d_first[i] : 0, r->d_len[i]);
           else
-            store_steps(acc + r->d_start[i], b, f->clamp, base + r->d_first[i],
-                        mask ? mask + r->d_first[i] : 0, r->d_len[i], r->d_step[i]);
+            store_steps(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, f->clamp,
+                        base + r->d_first[i], mask ? mask + r->d_first[i] : 0, r->d_len[i],
+                        r->d_step[i]);
         }
       }
     }
@@ -532,13 +612,13 @@ static void fwd_panels(void *ctx, long lo, long hi) {
 void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned char *mask,
                   const long *src, const long *dst, const long *roff, long m_panels, long k,
                   long cols, long cout, long chan, long grid, long x_sample, long out_sample,
-                  const double *clamp, ember_pool pool, long group) {
+                  const double *clamp, ember_pool pool, long group, const S *res) {
   long panels = (cols + NR - 1) / NR;
   int shared = pool && panels > 1 && m_panels * MR * k * cols > (1L << 20);
   /* (each thread gets whole groups where there are enough panels to go round) */
   long per_thread = group < 1 ? 1 : group;
   struct fwd f = {x,    bias, wp,   out,  mask,     clamp,    src,        dst,       roff,
-                  m_panels, k, cols, cout, chan, grid, x_sample, out_sample, per_thread};
+                  m_panels, k, cols, cout, chan, grid, x_sample, out_sample, per_thread, res};
   if (shared) pool(fwd_panels, &f, panels, 1);
   else fwd_panels(&f, 0, panels);
 }
@@ -554,7 +634,8 @@ void conv_forward(const S *x, const void *wp, const S *bias, S *out, unsigned ch
    none), then the weight's gather (0: none; a strided input gradient's phase,
    kernels/cconv_phases.py): its output channel's stride and a table of each row's offset, w's
    values read in place; then the relayout copy's description (0: the padded copy;
-   kernels/cconv_split.py, kernels/cconv_side.py) */
+   kernels/cconv_split.py, kernels/cconv_side.py), then the residual the store adds (0: none;
+   laid out as the output) */
 /* the steps' copy of x into the zero-bordered scratch xp: c[0..8] = planes, rows and
    columns copied, the input's rows and columns, the padding before, the padded rows and
    columns */
@@ -614,7 +695,8 @@ void conv_forward_step(const long *a) {
   if (a[33]) ((long *)a)[34] = a[1];
   conv_forward(xp ? xp : x, wp, (const S *)a[2], (S *)a[3], (unsigned char *)a[4],
                (const long *)a[7], (const long *)a[8], (const long *)a[9], a[22], a[23], a[24],
-               a[25], a[26], a[27], a[28], a[29], (const double *)a[30], (ember_pool)a[31], a[32]);
+               a[25], a[26], a[27], a[28], a[29], (const double *)a[30], (ember_pool)a[31], a[32],
+               (const S *)a[38]);
 }
 
 """

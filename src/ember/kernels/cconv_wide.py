@@ -54,6 +54,7 @@ struct cwf {
   long k, cols, cout, grid, x_sample, out_sample, chan;
   const double *clamp; /* the epilogue's clamp (the column layout's `clamp_one`), or NULL */
   int pack;
+  const S *res; /* a residual added before the clamp, laid out as out; or NULL */
 };
 
 /* runs of one block of MR positions in the input: contiguous, or stepping evenly */
@@ -134,6 +135,7 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
       /* (16-bit storage: the bias added to the float32 sum, rounded once, as the column
          layout's store) */
       T v = RND(tile[i * NR + c] + (f->bias ? LD(f->bias[co]) : NO_BIAS));
+      if (f->res) v = RND(v + LD(f->res[at + co * f->chan]));
       if (f->clamp) v = clamp_one(v, f->clamp);
       o[co * f->chan] = ST(v);
       if (m) m[co * f->chan] = v > 0;
@@ -203,7 +205,7 @@ static void cw_by_blocks(void *ctx, long lo, long hi) {
    positions), positions per sample, the input's and the output's sample strides, the
    output's channel stride, the clamp (or 0), the pool (or 0), threads, whether the weight is
    the graph's constant, the weight packed last (0: none), whether threads share the position blocks
-   (else the channel panels) */
+   (else the channel panels), the residual the store adds (0: none; laid out as the output) */
 void conv_forward_wide_step(const long *a) {
   const S *x = (const S *)a[0];
   S *xp = (S *)a[5];
@@ -211,7 +213,7 @@ void conv_forward_wide_step(const long *a) {
   struct cwf f = {xp ? xp : x, (const S *)a[1], (const S *)a[2], (T *)a[6], (S *)a[3],
                   (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
                   (const long *)a[9], a[20], a[21], a[19], a[22], a[23], a[24], a[25],
-                  (const double *)a[26], !(a[29] && a[30] == a[1])};
+                  (const double *)a[26], !(a[29] && a[30] == a[1]), (const S *)a[32]};
   long panels = cw_panel_count(&f), blocks = cw_block_count(&f), threads = a[28];
   ember_pool pool = (ember_pool)a[27];
   int shared = pool && threads > 1 && f.cout * f.k * f.cols > (1L << 20);
@@ -311,5 +313,5 @@ def step_args(
     args += [data_address(src), data_address(dst), data_address(roff), *copy]
     args += [cout, rows, n * grid, grid, c * plane, cout * m, m]
     by_blocks = _work(n * grid, cout, rows, threads, np.dtype(dtype).itemsize)[1]
-    args += [clamp, pool, threads, int(weight_constant), 0, int(by_blocks)]
+    args += [clamp, pool, threads, int(weight_constant), 0, int(by_blocks), 0]
     return np.array(args, np.int64), wp

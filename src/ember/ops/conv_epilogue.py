@@ -59,8 +59,14 @@ def _joined(clamp, more):
 
 
 def _chained(source) -> bool:
-    """Whether ``source`` is a value of the store's chain: the sum, the biased sum, a clamp."""
-    return source in ("conv", "pre") or (isinstance(source, tuple) and source[0] == "act")
+    """Whether ``source`` is a value of the store's chain: the sum, the biased sum, the sum
+    with the residual, a clamp."""
+    return source in ("conv", "pre", "res") or (isinstance(source, tuple) and source[0] == "act")
+
+
+def _full(t, result) -> bool:
+    """Whether ``t`` is a residual the store can add: the result's own shape and dtype."""
+    return tuple(t.shape) == tuple(result.shape) and t.dtype == result.dtype
 
 
 def _mask_agrees(clamp) -> bool:
@@ -71,15 +77,20 @@ def _mask_agrees(clamp) -> bool:
 
 def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result) -> Spec | None:
     """What the C store must do for this epilogue program, or None when it cannot: an optional
-    ``add`` of the result and a per-channel bias, then a chain of ops whose ``clamp`` rule
-    bounds the value (relu; maximum, minimum with constants: ReLU6 as ONNX's Clip writes it;
-    hardtanh), an optional ``gt(value, 0)`` (the mask), with one float output (the chain's
-    last value) and at most one mask.
+    ``add`` of the result and a per-channel bias, an optional ``add`` of that and a residual of
+    the result's shape (a residual block's shortcut; float32/float64: a half-precision sum
+    rounds the convolution's result first, which the store does not), then a chain of ops
+    whose ``clamp`` rule bounds the value (relu; maximum, minimum with constants: ReLU6 as
+    ONNX's Clip writes it; hardtanh), an optional ``gt(value, 0)`` (the mask), with one float
+    output (the chain's last value) and at most one mask. The store adds in that order, so a
+    program adding the residual before the bias is left alone (its sums round otherwise).
 
     ``operand_types``: the program's input types, the conv result's type at ``slot``."""
     add, gt = REGISTRY["add"], REGISTRY["gt"]
-    kinds: list = []  # per program result: "pre" (after the bias), ("act", n): n-th clamp, "mask"
-    bias = None
+    # per program result: "pre" (after the bias), "res" (after the residual), ("act", n): n-th
+    # clamp, "mask"
+    kinds: list = []
+    bias = residual = None
     clamp = None
     clamps = 0
     masked = []  # what each mask reads
@@ -93,7 +104,7 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
             else:
                 sources.append(("k", ref.value))
         bound = _clamp_of(instr, sources)
-        latest = ("act", clamps) if clamps else ("pre" if bias is not None else "conv")
+        latest = _latest(clamps, bias, residual)
         if bound is not None:
             if latest not in sources:  # (the chain's last value, nothing earlier)
                 return None
@@ -104,24 +115,33 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
             kinds.append(("act", clamps))
         elif instr.attrs:
             return None
-        elif instr.op is add and not kinds and len(sources) == 2 and "conv" in sources:
-            if result.dtype in (dt.float16, dt.bfloat16):
-                return None  # (rounded twice: the store rounds the sum with its bias once)
-            other = sources[1 - sources.index("conv")]
+        elif instr.op is add and len(sources) == 2 and latest in sources:
+            other = sources[1 - sources.index(latest)]
             if not isinstance(other, tuple) or other[0] != "in":
                 return None
-            if not _per_channel(operand_types[other[1]], result):
+            if result.dtype in (dt.float16, dt.bfloat16):
+                return None  # (rounded twice: the store rounds the sum with its bias once)
+            if not kinds and _per_channel(operand_types[other[1]], result):
+                bias = other[1]
+                kinds.append("pre")
+            elif (
+                residual is None
+                and not clamps
+                and not masked
+                and _full(operand_types[other[1]], result)
+            ):  # (a mask taken already, or a clamp, reads a value before the residual)
+                residual = other[1]
+                kinds.append("res")
+            else:
                 return None
-            bias = other[1]
-            kinds.append("pre")
         elif instr.op is gt and sources[1] == ("k", 0.0) and _chained(sources[0]):
-            if sources[0] == "conv" and bias is not None:
-                return None  # the mask of the value before the bias: not what the store has
+            if sources[0] != _latest(0, bias, residual) and not isinstance(sources[0], tuple):
+                return None  # the mask of a value before the bias or the residual: not stored
             masked.append(sources[0])
             kinds.append("mask")
         else:
             return None
-    final = ("act", clamps) if clamps else ("pre" if bias is not None else "conv")
+    final = _latest(clamps, bias, residual)
     if any(read != final and not _mask_agrees(clamp) for read in masked):
         return None  # (the store's mask is of the clamped value)
     value = mask = None
@@ -134,7 +154,15 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
             value = position
         else:
             return None  # (a value before the clamp and the clamped one both wanted)
-    return Spec(bias, None if clamp is None else tuple(clamp), value, mask)
+    return Spec(bias, None if clamp is None else tuple(clamp), value, mask, residual=residual)
+
+
+def _latest(clamps: int, bias, residual):
+    """The chain's last value so far: the latest clamp, else the sum with the residual, else
+    the biased sum, else the convolution's."""
+    if clamps:
+        return ("act", clamps)
+    return "res" if residual is not None else ("pre" if bias is not None else "conv")
 
 
 def _epilogue_plan(node, conv_infer, compiled):
@@ -169,7 +197,9 @@ def _epilogue_takes(node, program, outputs, out_types, in_types, slot) -> bool:
     spec = epilogue_spec(program, outputs, out_types, in_types, slot, result)
     if spec is None or (len(node.inputs) > 2 and spec.bias is not None):
         return False  # (a convolution with its own bias operand: the store adds no second one)
-    # the depthwise kernels store the value (biased, clamped), no mask
+    # the depthwise kernels store the value (biased, clamped), no mask, no residual
+    if spec.residual is not None and (_depthwise(node) or len(node.inputs[0].shape) != 4):
+        return False  # (the residual: the 2-d, one-group kernels' store)
     return not _depthwise(node) or (spec.mask is None and spec.value is not None)
 
 

@@ -1,0 +1,169 @@
+"""Which layout a built forward-convolution step runs (the C graph runner's steps, a graph
+constant's, an epilogue's: kernels/cconv.py's `forward_step` left to choose), measured once per
+machine and geometry when the step is built, and cached on disk.
+
+The counted choice (`cconv_wide.wins`, kernels/cconv.py's `_relayout`) counts multiply-adds and
+packed runs; it misses stores, the relaid copy and how short rows stream (a 256 -> 1024 1x1
+layer on 14x14 planes at batch 8: counted channels-wide at 0.62 ms, the column panels ran it in
+0.51 ms). The eager forward times the layouts on its first call's operands
+(kernels/cconv_choice.py), but a step is built before any operand exists and runs for the
+program's life, so here the candidate steps run on random operands of the step's shapes when
+it is built: the counted choice is held unless another layout is `clearly_faster` (kernels/
+timing.py's rule, robust to a loaded machine), this thread's CPU time on one thread, wall time
+on more. The layouts sum every output in the same order (bit-identical, tested), so the choice
+changes the time only.
+
+The choices are kept as JSON in ember's cache directory (`ccompile.cache_dir`), keyed by the
+machine (CPU model, core count, the kernels' C source): a geometry is measured once per machine,
+a few dozen calls of its layer, and a program's later builds read the file. A file that is
+missing, not this user's own (`_files.read_own_file`), of another machine or format, or holds
+what `_write` does not write is ignored (files are not trusted) and replaced.
+``EMBER_CONV_LAYOUT=count`` keeps the counted choice.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import time
+
+import numpy as np
+
+from .._files import OWN_FILE_MODE, read_own_file, write_atomic
+from .cstep import STEP_CALL, data_address, function_address
+from .timing import choose, interleaved
+
+__all__ = ["built_layout", "choices_path", "machine_key"]
+
+FORMAT_VERSION = 1
+_SAMPLES = 3  # (timings of each layout: a geometry costs about a dozen calls, once per machine)
+_lock = threading.Lock()
+_loaded: dict = {}  # path -> {geometry key: (wide, split)}
+
+
+_source = ""  # the kernels' C source (kernels/cconv.py hands it over as it loads)
+
+
+def use_source(text: str) -> None:
+    """The kernels' C source, part of the machine key: a changed kernel is measured again."""
+    global _source
+    _source = hashlib.sha256(text.encode()).hexdigest()[:16]
+    machine_key.cache_clear()
+
+
+@functools.cache
+def machine_key() -> str:
+    from .cpool import cpu_count, cpu_model
+
+    return f"{cpu_model()}|{cpu_count()}|{_source}|v{FORMAT_VERSION}"
+
+
+def choices_path():
+    from .ccompile import cache_dir
+
+    digest = hashlib.sha256(machine_key().encode()).hexdigest()[:16]
+    return cache_dir() / f"conv-layouts-{digest}.json"
+
+
+def _key(x_shape, w_shape, p, dtype, threads: int, constant: bool) -> str:
+    geometry = (p.in_size, p.kernel, p.stride, p.lo, p.dilation, p.padded)
+    shapes = (tuple(x_shape), tuple(w_shape), geometry, np.dtype(dtype).name, threads)
+    return repr(shapes + (bool(constant),))
+
+
+def _read(path) -> dict:
+    """The choices in ``path``: {} where it is missing, unreadable, of another machine or
+    format, or holds anything but geometry keys and (wide, split) pairs of 0 and 1."""
+    raw = read_own_file(path)  # (a cache file someone else could write is not read)
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict) or set(data) != {"format", "machine", "choices"}:
+        return {}
+    if data["format"] != FORMAT_VERSION or data["machine"] != machine_key():
+        return {}
+    choices = data["choices"]
+    if not isinstance(choices, dict):
+        return {}
+    found = {}
+    for key, way in choices.items():
+        if not (isinstance(way, list) and len(way) == 2):
+            return {}
+        if not all(type(flag) is int and flag in (0, 1) for flag in way):
+            return {}
+        found[key] = (bool(way[0]), bool(way[1]))
+    return found
+
+
+def _write(path, choices: dict) -> None:
+    data = {
+        "format": FORMAT_VERSION,
+        "machine": machine_key(),
+        "choices": {k: [int(wide), int(split)] for k, (wide, split) in choices.items()},
+    }
+    try:
+        write_atomic(path, json.dumps(data), OWN_FILE_MODE)
+    except OSError:
+        pass  # (an unwritable cache directory: measured again by the next process)
+
+
+def _measure(candidates: dict, x_shape, w_shape, out_shape, dtype, threads: int, default):
+    """The (wide, split) of ``candidates`` ({way: (step, argument block, what it keeps)}) to
+    run: each timed on random operands, ``default`` held unless another is clearly faster."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    out = np.empty(out_shape, dtype)
+    ways, calls = list(candidates), []
+    for way in ways:
+        step, args, _ = candidates[way]
+        block = args.copy()  # (the step's own block stays as made)
+        block[0], block[1], block[3] = data_address(x), data_address(w), data_address(out)
+        calls.append(functools.partial(STEP_CALL(function_address(step)), data_address(block)))
+        calls[-1].block = block  # (kept alive: the call reads it by address)
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    times = interleaved(calls, _SAMPLES, clock=clock)
+    return ways[choose(times, ways.index(default))]
+
+
+def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> tuple:
+    """(wide, split) for a step of this geometry: the cached measured choice, else measured
+    now with ``make(wide=..., split=...)`` (kernels/cconv.py's `forward_step` for the
+    geometry: (step, argument block, kept) or None) and cached; ``counted`` is the counted
+    choice, the one held unless another layout is clearly faster."""
+    from . import cconv_side, cconv_split, cpool
+
+    threads = cpool.get_num_threads()
+    key = _key(x_shape, w_shape, p, dtype, threads, constant)
+    path = choices_path()
+    with _lock:
+        choices = _loaded.get(str(path))
+        if choices is None:
+            choices = _loaded[str(path)] = _read(path)
+        found = choices.get(key)
+    if found is not None:
+        return found
+    ways = [(False, False), (True, False)]
+    if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]) is not None:
+        ways.append((False, True))
+    candidates = {}
+    for way in ways:
+        made = make(wide=way[0], split=way[1])
+        if made is not None:
+            candidates[way] = made  # (its scratch and tables, kept: the step writes them)
+    if counted not in candidates or len(candidates) < 2:
+        return counted
+    out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
+    found = _measure(candidates, x_shape, w_shape, out_shape, dtype, threads, counted)
+    with _lock:
+        choices = _read(path)  # (other processes' choices since: kept)
+        choices.update(_loaded.get(str(path), {}))
+        choices[key] = found
+        _loaded[str(path)] = choices
+        _write(path, choices)
+    return found
