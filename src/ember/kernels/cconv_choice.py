@@ -24,11 +24,11 @@ no operands yet: kernels/cconv_step_choice.py times its layouts on random ones).
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import numpy as np
 
+from .._env import setting
 from . import cconv_side, cconv_split
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import interleaved
@@ -50,7 +50,7 @@ def chosen(key: tuple) -> tuple | None:
 
 
 def counted_only() -> bool:
-    return os.environ.get("EMBER_CONV_LAYOUT", "") == "count"
+    return setting("EMBER_CONV_LAYOUT") == "count"
 
 
 def measure(key: tuple, steps: dict, x: np.ndarray, w: np.ndarray, out_shape: tuple) -> tuple:

@@ -12,10 +12,9 @@ the same values.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .._env import setting
 from . import cprepack
 from .cpanels import aligned
 
@@ -43,7 +42,7 @@ def column_panels(b: np.ndarray) -> np.ndarray | None:
 def kept(w: np.ndarray) -> bool:
     """Whether ``w``'s panels may be kept packed between calls (a watched parameter's array or
     a view of it, packs on): then its steps skip their packing once it is seen again."""
-    if w.dtype not in (np.float32, np.float64) or os.environ.get("EMBER_PREPACK", "") == "0":
+    if w.dtype not in (np.float32, np.float64) or setting("EMBER_PREPACK") == "0":
         return False
     return cprepack._owner(w) is not None
 
@@ -56,7 +55,7 @@ def use_column_pack(args: np.ndarray, w: np.ndarray, own_wp: int, usable: bool =
     the caller keeps until the step has run, or None (always where not ``usable``).
     ``EMBER_PREPACK=0`` turns it off."""
     entry = None  # (nothing watched: no parameter, no pack; the cheap test first)
-    if usable and cprepack._watched and os.environ.get("EMBER_PREPACK", "") != "0":
+    if usable and cprepack._watched and setting("EMBER_PREPACK") != "0":
         entry = cprepack.lookup(w, first_sight=False, packer=column_panels)
     if entry is not None:
         # (the step skips its packing when a[33] is set and a[34] is the weight: a[1])

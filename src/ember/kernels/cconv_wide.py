@@ -24,10 +24,9 @@ kernel's panels).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .._env import setting
 from .conv_plan import RUN_COST
 from .cpanels import aligned
 from .cstep import data_address
@@ -272,7 +271,7 @@ def use_prepacked(args: np.ndarray, w: np.ndarray, own_wp: int):
     from . import cprepack
 
     entry = None
-    if os.environ.get("EMBER_PREPACK", "") != "0":
+    if setting("EMBER_PREPACK") != "0":
         weight = w.reshape(w.shape[0], -1).T
         entry = cprepack.lookup(weight, first_sight=False)
     if entry is not None and entry.k == args[20] and entry.n == args[19]:
