@@ -34,6 +34,10 @@ typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job { const T *x; T *out; const T *div; const long *g; };
 
+/* one output row at a time, the row itself the running totals: each window offset (kd, kh, kw)
+   in row-major order adds its element to every output of the row whose window holds it inside
+   the input, a pass along the row the compiler vectorizes, so each output still takes its
+   elements in the window's order */
 static void planes(void *job_, long lo, long hi) {
   const struct job *j = job_;
   const long *g = j->g;
@@ -47,21 +51,33 @@ static void planes(void *job_, long lo, long hi) {
     for (long od = 0; od < OD; od++) {
       const long d0 = od * SD - PD;
       const long da = d0 < 0 ? -d0 : 0, db = d0 + KD > D ? D - d0 : KD;
-      for (long oh = 0; oh < OH; oh++) {
+      for (long oh = 0; oh < OH; oh++, out += OW, div += OW) {
         const long h0 = oh * SH - PH;
         const long ha = h0 < 0 ? -h0 : 0, hb = h0 + KH > H ? H - h0 : KH;
+        const int rows_whole = da == 0 && db == KD && ha == 0 && hb == KH;
         for (long ow = 0; ow < OW; ow++) {
           const long w0 = ow * SW - PW;
-          const long wa = w0 < 0 ? -w0 : 0, wb = w0 + KW > W ? W - w0 : KW;
-          const int whole = da == 0 && db == KD && ha == 0 && hb == KH && wa == 0 && wb == KW;
-          T t = whole ? (T)-0.0 : (T)0.0;
-          for (long kd = da; kd < db; kd++)
-            for (long kh = ha; kh < hb; kh++) {
-              const T *row = x + ((d0 + kd) * H + h0 + kh) * W + w0;
-              for (long kw = wa; kw < wb; kw++) t += row[kw];
-            }
-          *out++ = t / *div++;
+          out[ow] = rows_whole && w0 >= 0 && w0 + KW <= W ? (T)-0.0 : (T)0.0;
         }
+        for (long kd = da; kd < db; kd++)
+          for (long kh = ha; kh < hb; kh++) {
+            const T *row = x + ((d0 + kd) * H + h0 + kh) * W;
+            for (long kw = 0; kw < KW; kw++) {
+              /* the outputs whose column w = ow * SW - PW + kw lies in [0, W) */
+              long first = PW - kw > 0 ? (PW - kw + SW - 1) / SW : 0;
+              long end = W - 1 + PW - kw < 0 ? 0 : (W - 1 + PW - kw) / SW + 1;
+              if (end > OW) end = OW;
+              const T *at = row - PW + kw;
+              /* (strides 1 and 2 spelled out: constant strides the vectorizer takes) */
+              if (SW == 1)
+                for (long ow = first; ow < end; ow++) out[ow] += at[ow];
+              else if (SW == 2)
+                for (long ow = first; ow < end; ow++) out[ow] += at[2 * ow];
+              else
+                for (long ow = first; ow < end; ow++) out[ow] += at[ow * SW];
+            }
+          }
+        for (long ow = 0; ow < OW; ow++) out[ow] /= div[ow];
       }
     }
   }
@@ -70,7 +86,7 @@ static void planes(void *job_, long lo, long hi) {
 void avg_pool(const T *x, T *out, long count, const T *div, const long *g, ember_pool pool) {
   struct job j = {x, out, div, g};
   long work = count * g[3] * g[4] * g[5] * g[6] * g[7] * g[8];
-  if (pool && count > 1 && work >= (1L << 16)) pool(planes, &j, count, 1);
+  if (pool && count > 1 && work >= (1L << 18)) pool(planes, &j, count, 1);
   else planes(&j, 0, count);
 }
 
@@ -84,17 +100,26 @@ void avg_pool_step(const long *a) {
 _P = ctypes.c_void_p
 
 
+# (dtype, symbol) -> (function, pool): an eager call would otherwise hash the source each time
+_built: dict = {}
+
+
 def _library(dtype: np.dtype, symbol: str, argtypes: list):
-    """The compiled function and the pool, or (None, None) (no compiler, another dtype)."""
+    """The compiled function and the pool, or (None, None) (no compiler, another dtype; a miss
+    is not remembered: a compiler may be set later)."""
     from . import ccompile, cpool
 
+    found = _built.get((dtype, symbol))
+    if found is not None:
+        return found
     if dtype not in _C or not ccompile.compiler_available():
         return None, None
     try:
         fn = ccompile.load(f"#define T {_C[dtype]}\n" + _SOURCE, symbol, argtypes, flags=_FLAGS)
     except ccompile.CompileError:
         return None, None
-    return fn, cpool.parallel_for()
+    _built[(dtype, symbol)] = found = (fn, cpool.parallel_for())
+    return found
 
 
 def lifted_geometry(in_size, out_size, kernel, stride, padding) -> np.ndarray | None:
@@ -111,17 +136,14 @@ def lifted_geometry(in_size, out_size, kernel, stride, padding) -> np.ndarray | 
 
 
 def avg_pool(x: np.ndarray, geometry: np.ndarray, div: np.ndarray) -> np.ndarray | None:
-    """The pooled (N, C, *out) of a C-contiguous-able ``x`` (N, C, *in), ``div`` the divisor of
-    every output position (its spatial shape, x's dtype); None where the kernel does not
-    apply."""
+    """The pooled (N, C, *out) of ``x`` (N, C, *in), ``geometry`` `lifted_geometry`'s block,
+    ``div`` the divisor of every output position (its spatial shape, contiguous, x's dtype);
+    None where the kernel does not apply."""
     fn, pool = _library(x.dtype, "avg_pool", [_P, _P, ctypes.c_long, _P, _P, _P])
     if fn is None or x.size == 0:
         return None
     x = np.ascontiguousarray(x)
-    out_size = tuple(int(v) for v in geometry[3:6][3 - (x.ndim - 2) :])
-    out = np.empty(x.shape[:2] + out_size, x.dtype)
-    div = np.ascontiguousarray(div, x.dtype)
-    geometry = np.ascontiguousarray(geometry, np.int64)
+    out = np.empty(x.shape[:2] + div.shape, x.dtype)
     count = x.shape[0] * x.shape[1]
     fn(data_address(x), data_address(out), count, div.ctypes.data, geometry.ctypes.data, pool)
     return out

@@ -123,11 +123,25 @@ def _avg_fast(x, **attrs):
 
     if x.dtype not in (np.float32, np.float64):
         return None
-    kernel, stride, padding, out, _ = _attrs_geometry(x.shape[2:], attrs)
-    geometry = cavg_pool.lifted_geometry(x.shape[2:], out, kernel, stride, padding)
+    found = _c_geometry(tuple(x.shape[2:]), tuple(sorted(attrs.items())), x.dtype)
+    return None if found is None else cavg_pool.avg_pool(x, *found)
+
+
+@functools.lru_cache(maxsize=256)
+def _c_geometry(in_size: tuple, attrs: tuple, dtype):
+    """(the C kernel's geometry block, every output position's divisor, contiguous), or None:
+    kept per geometry, as a model pools the same sizes at every call (an eager call otherwise
+    spends longer building them than a small pooling takes)."""
+    from ..kernels import cavg_pool
+
+    attrs = dict(attrs)
+    kernel, stride, padding, out, _ = _attrs_geometry(in_size, attrs)
+    geometry = cavg_pool.lifted_geometry(in_size, out, kernel, stride, padding)
     if geometry is None:
         return None
-    return cavg_pool.avg_pool(x, geometry, _avg_divisors(x.shape[2:], attrs, out, x.dtype))
+    div = np.ascontiguousarray(_avg_divisors(in_size, attrs, out, dtype))
+    geometry.flags.writeable = div.flags.writeable = False
+    return geometry, div
 
 
 def _avg_c_step(node):
