@@ -80,3 +80,15 @@ def test_integer_dtypes(dtype, lo, hi):
     assert got.dtype == want.dtype and np.array_equal(got, want)
     fused = ember.function(lambda a: ember.clamp(a + 0, lo, hi))(ember.tensor(x)).numpy()
     assert np.array_equal(fused, want)
+
+
+def test_store_blocks_of_bounds_differing_only_in_a_zeros_sign_are_apart():
+    # (the stores' clamp blocks are cached by bounds; -0.0 == 0.0 must not share one)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    unclamped = F.conv2d(ember.tensor(x), ember.tensor(w)).numpy()
+    for lo in (-0.0, 0.0, -0.0):
+        f = ember.function(lambda a, b: ember.clamp(F.conv2d(a, b), lo, 6.0))  # noqa: B023
+        got = f(ember.tensor(x), ember.tensor(w)).numpy()
+        assert np.array_equal(_bits(got), _bits(_want(unclamped, lo, 6.0))), lo
