@@ -98,3 +98,13 @@ def test_frozen_weight_of_an_imported_model(tmp_path):
             assert np.array_equal(g, w)
     with torch.no_grad():
         np.testing.assert_allclose(program(*arrays)[0], model(x)[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@needs_packed
+def test_one_time_step_declines_rather_than_failing():
+    # (crnn multiplies a single step's W_hh unpacked, from Python: no step, generated code runs)
+    ours, _ = _pair("lstm", torch.float32)
+    x = np.random.default_rng(2).standard_normal((1, 3, 6)).astype(np.float32)
+    with ember.no_grad():
+        graph = ember.trace(lambda t: ours(t)[0], ember.tensor(x)).graph
+    assert _recurrent_nodes(graph) and cgraph.c_steps(graph) is None

@@ -78,6 +78,8 @@ def rnn_layer_c_step(node, cell: str, weight: int, frozen: np.ndarray | None):
         return None
     w = frozen if frozen is not None else np.zeros(w_type.shape, dtype)
     product = crnn._Product(w.T, rows, hidden, gates, steps, {})
+    if not product.packed:  # (one time step: crnn's product reads W_hh unpacked, from Python)
+        return None
     codes = {"lstm": crnn._LSTM, "gru": crnn._GRU, "tanh": crnn._TANH, "relu": crnn._RELU}
     reverse = bool(node.attrs["reverse"])
     dims = np.array(
