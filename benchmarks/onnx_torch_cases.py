@@ -215,6 +215,122 @@ def mobilenet(torch, width=32, image=224, batch=1):
     return net.eval(), (torch.randn(batch, 3, image, image),)
 
 
+def avgcnn(torch, width=32, image=64, batch=1):
+    """A small CNN with average pooling between stages and adaptive average pooling at the end."""
+    nn = torch.nn
+
+    def stage(cin, cout):
+        return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.AvgPool2d(2)]
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        *stage(3, width),
+        *stage(width, 2 * width),
+        nn.Conv2d(2 * width, 4 * width, 3, padding=1),
+        nn.ReLU(),
+        nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False, ceil_mode=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * width, 10),
+    )
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
+def tcn(torch, channels=64, length=256, levels=4, batch=1):
+    """A temporal convolutional net: dilated Conv1d blocks with InstanceNorm1d, average pooling
+    along time and a linear head."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, dilation):
+            super().__init__()
+            self.conv = nn.Conv1d(channels, channels, 3, padding=dilation, dilation=dilation)
+            self.norm = nn.InstanceNorm1d(channels, affine=True)
+
+        def forward(self, x):
+            return x + torch.relu(self.norm(self.conv(x)))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv1d(8, channels, 5, padding=2)
+            self.blocks = nn.Sequential(*(Block(2**i) for i in range(levels)))
+            self.pool = nn.AvgPool1d(4)
+            self.head = nn.Linear(channels, 5)
+
+        def forward(self, x):
+            x = self.pool(self.blocks(self.stem(x)))
+            return self.head(x.mean(2))
+
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(batch, 8, length),)
+
+
+def groupnorm(torch, width=32, image=32, batch=1):
+    """A CNN with GroupNorm after each convolution (ONNX GroupNormalization or InstanceNorm)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1),
+        nn.GroupNorm(4, width),
+        nn.SiLU(),
+        nn.Conv2d(width, width, 3, padding=1),
+        nn.GroupNorm(8, width),
+        nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(width, 10),
+    )
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
+def bilstm(torch, hidden=128, seq=32, batch=1, vocab=1000):
+    """A bidirectional LSTM classifier: the last step's features to a linear head."""
+    nn = torch.nn
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden)
+            self.rnn = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
+            self.head = nn.Linear(2 * hidden, 4)
+
+        def forward(self, ids):
+            out, _ = self.rnn(self.embed(ids))
+            return self.head(out[:, -1])
+
+    torch.manual_seed(0)
+    return Classifier().eval(), (torch.randint(0, vocab, (batch, seq)),)
+
+
+def gru(torch, hidden=128, seq=32, batch=1, vocab=1000):
+    """A two-layer GRU classifier."""
+    nn = torch.nn
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, hidden)
+            self.rnn = nn.GRU(hidden, hidden, num_layers=2, batch_first=True)
+            self.head = nn.Linear(hidden, 4)
+
+        def forward(self, ids):
+            out, _ = self.rnn(self.embed(ids))
+            return self.head(out[:, -1])
+
+    torch.manual_seed(0)
+    return Classifier().eval(), (torch.randint(0, vocab, (batch, seq)),)
+
+
+def encoder(torch, hidden=128, heads=4, layers=2, seq=64, batch=1):
+    """nn.TransformerEncoder (post-norm LayerNorm, ReLU feed-forward)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.0, batch_first=True)
+    net = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+    return net.eval(), (torch.randn(batch, seq, hidden),)
+
+
 BUILDERS = {
     "bert": bert,
     "gpt2": gpt2,
@@ -222,7 +338,16 @@ BUILDERS = {
     "lstm": lstm,
     "rnn": rnn,
     "mobilenet": mobilenet,
+    "avgcnn": avgcnn,
+    "tcn": tcn,
+    "groupnorm": groupnorm,
+    "bilstm": bilstm,
+    "gru": gru,
+    "encoder": encoder,
 }
+
+# typical small inference models (benchmarks/c_step_survey.py)
+SURVEY = ("avgcnn", "tcn", "groupnorm", "bilstm", "gru", "lstm", "rnn", "encoder", "mobilenet")
 
 
 def export(torch, name: str, path: str, batch: int, dynamo: bool, opset: int, **sizes) -> None:

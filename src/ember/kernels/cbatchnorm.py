@@ -348,6 +348,21 @@ void bn_eval_step(const long *a) {
   bn_affine((const T *)a[0], scale, shift, (T *)a[5], a[6], c, a[8], (ember_pool)a[12]);
 }
 
+/* batch_norm_train (ONNX InstanceNormalization and GroupNormalization import as it, so it runs
+   at inference): args x, weight, bias, y, mean out, var out, n, c, plane, block, eps (a
+   double's bits), runs, the statistics' scratch (2 * c doubles), the pool (or 0); the
+   statistics rounded to T as train_forward's astype rounds them */
+void bn_train_step(const long *a) {
+  double eps;
+  memcpy(&eps, &a[10], sizeof eps);
+  double *stats = (double *)a[12];
+  long c = a[7];
+  bn_forward((const T *)a[0], (const T *)a[1], (const T *)a[2], (T *)a[3], stats, a[6], c, a[8],
+             a[9], eps, a[11], (ember_pool)a[13]);
+  T *mean = (T *)a[4], *var = (T *)a[5];
+  for (long ch = 0; ch < c; ch++) mean[ch] = (T)stats[2 * ch], var[ch] = (T)stats[2 * ch + 1];
+}
+
 /* batch_norm_fold: the weight (groups x rows x C x cols, C its channels per group) scaled per
    channel by the rounded scale, and the shift (plus shift * scale where given: one value, or
    one per channel). args w, mean, var, weight, bias, shift (or 0), folded out, shift out,
@@ -587,6 +602,25 @@ def eval_step(x_shape: tuple, dtype, eps: float):
     ]
     slots = [(i, "in", i) for i in range(5)] + [(5, "out", 0)]
     return CStep(function_address(step), np.array(args, np.int64), slots, (step, terms))
+
+
+def train_step(x_shape: tuple, dtype, eps: float):
+    """The graph runner's step of ``batch_norm_train`` on an (N, C, *spatial) ``x`` of
+    float32/float64 with per-channel operands in its dtype (inputs x, weight, bias in slots 0
+    to 2; outputs y, mean, var in 3 to 5): `train_forward`'s call, or None."""
+    from .cstep import CStep, function_address
+
+    dtype = np.dtype(dtype)
+    step = _step(dtype, "bn_train_step")
+    if step is None or len(x_shape) < 2 or 0 in x_shape:
+        return None
+    n, c = x_shape[:2]
+    plane = int(np.prod(x_shape[2:], dtype=np.int64))
+    stats = np.empty((c, 2), np.float64)
+    args = [0] * 6 + [n, c, plane, _block(n, plane, dtype.itemsize, c), _eps_bits(eps)]
+    args += [_runs(plane), data_address(stats), _functions(dtype)[3] or 0]
+    slots = [(i, "in", i) for i in range(3)] + [(3 + i, "out", i) for i in range(3)]
+    return CStep(function_address(step), np.array(args, np.int64), slots, (step, stats))
 
 
 def fold_step(view: tuple, axis: int, dtype, eps: float, shifted: int):

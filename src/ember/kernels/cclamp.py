@@ -6,6 +6,8 @@ argument blocks."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .cstep import data_address
@@ -25,7 +27,10 @@ def clamp_address(clamp, dtype) -> int:
     if clamp is None or clamp is False:
         return 0
     clamp = _RELU if clamp is True else tuple(clamp)
-    key = (*clamp, np.dtype(dtype).name)
+    # (each bound's sign too: -0.0 == 0.0, but clamp(x, -0.0, 6) stores -0.0 below its bound
+    # where clamp(x, 0.0, 6) stores 0.0, and one block must not serve both)
+    signs = tuple(math.copysign(1.0, b) for b in clamp[:2])
+    key = (*clamp, *signs, np.dtype(dtype).name)
     block = _CLAMPS.get(key)
     if block is None:
         lo, hi = (float(np.asarray(b, np.float64).astype(dtype)) for b in clamp[:2])

@@ -24,13 +24,17 @@ class CStep:
     scratch memory, tables, the library the function lives in). ``contiguous_inputs``: the
     node's inputs that generated code must hold C-contiguous for the step to compute what it
     computes (the runner's arrays always are; a product handed to NumPy rounds by its
-    operands' layouts: kernels/cnumpy_product.py); runtime/cgraph.py checks them."""
+    operands' layouts: kernels/cnumpy_product.py); runtime/cgraph.py checks them.
+    ``failed``: for a step that checks its inputs' values (a gather's indices), an int64 array
+    of one element that the step sets nonzero, writing nothing, where the op's kernel would
+    raise; the runner then raises the kernel's own error (C has no exceptions)."""
 
     fn: int
     args: np.ndarray
     slots: list
     keep: tuple = field(default=())
     contiguous_inputs: tuple = field(default=())
+    failed: np.ndarray | None = field(default=None)
 
 
 # the product steps' epilogue (kernels/csteps.py, cnumpy_product.py, cprepack.py): + bias per

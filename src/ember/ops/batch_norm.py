@@ -296,6 +296,14 @@ def _eval_c_step(node):
     return _compiled().eval_step(x.shape, x.dtype.np, float(node.attrs["eps"]))
 
 
+def _train_c_step(node):
+    """The C graph runner's step: `_train_fast`'s kernel (float32/float64, one dtype)."""
+    x = node.inputs[0].type
+    if any(v.dtype != x.dtype for v in (*node.inputs, *node.outputs)):
+        return None
+    return _compiled().train_step(x.shape, x.dtype.np, float(node.attrs["eps"]))
+
+
 def _fold_c_step(node):
     """The C graph runner's step: the per-channel terms and the scaled weight in one pass."""
     w = node.inputs[0].type
@@ -460,6 +468,7 @@ BATCH_NORM_TRAIN = register(
         infer=_train_infer,
         kernel=_train_kernel,
         fast=_train_fast,
+        c_step=_train_c_step,
         vjp=_train_vjp,
         save_inputs=(0, 1),
         save_outputs=(1, 2),

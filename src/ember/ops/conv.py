@@ -50,6 +50,7 @@ from ._conv_dispatch import (
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast, ChannelWeights, Complex
 from ._util import fmt_shape, io_bytes, numel, require_float_or_complex
+from .conv_lift import lifted
 
 # ----------------------------------------------------------------------------- shape rules
 
@@ -301,7 +302,7 @@ def _weight_grad_cost(in_types, out_types, attrs) -> Cost:
 
 
 def _conv_c_step(node):
-    """The C graph runner's step (runtime/cgraph.py) of a 2-d one-group or depthwise
+    """The C graph runner's step (runtime/cgraph.py) of a 1-d or 2-d one-group or depthwise
     convolution, with its bias operand where it has one."""
     x, w = (v.type for v in node.inputs[:2])
     if x.dtype != w.dtype or x.dtype != node.outputs[0].dtype:
@@ -310,11 +311,12 @@ def _conv_c_step(node):
     from ..kernels.cstep import CStep, function_address
 
     bias = len(node.inputs) > 2
-    p = conv_geometry(node.attrs, x.shape[2:], w.shape)
-    if node.attrs["groups"] != 1:
-        return cdepthwise.forward_step(x.shape, w.shape, p, node.attrs["groups"], x.dtype.np, bias)
+    x_shape, w_shape, attrs = lifted(x.shape, w.shape, node.attrs)  # (1-d: height 1)
+    p = conv_geometry(attrs, x_shape[2:], w_shape)
+    if attrs["groups"] != 1:
+        return cdepthwise.forward_step(x_shape, w_shape, p, attrs["groups"], x.dtype.np, bias)
     constant = cconv_constant.frozen_weight(node)  # (packed once)
-    made = cconv.forward_step(x.shape, w.shape, p, x.dtype.np, False, weight_constant=constant)
+    made = cconv.forward_step(x_shape, w_shape, p, x.dtype.np, False, weight_constant=constant)
     if made is None:
         return None
     step, args, keep = made

@@ -14,6 +14,7 @@ from .. import dtypes as dt
 from ..kernels.cconv_epilogue import Spec
 from ._registry import REGISTRY
 from ._rules import Clamp, EpilogueRule
+from .conv_lift import lifted_node
 from .program import Input, Temp
 
 __all__ = ["epilogue_spec", "rule"]
@@ -235,7 +236,8 @@ def rule(conv_infer, compiled) -> EpilogueRule:
             return None
         if _depthwise_producer(node):
             return cconv_epilogue.depthwise_c_step(node, *found[:2])
-        return cconv_epilogue.c_step(node, *found[:2])
+        seen, producer_attrs = lifted_node(node, found[1])  # (1-d: the 2-d one of height 1)
+        return cconv_epilogue.c_step(seen, found[0], producer_attrs)
 
     def accepts(node) -> bool:
         """The C store runs in kernels/cconv.py's kernels, or a depthwise convolution's in its

@@ -258,6 +258,19 @@ def _index_fast(x, *indices, spec):
     return cindex.take(x, indices[0], axis)
 
 
+def _index_c_step(node):
+    """The C graph runner's step of one index tensor along one axis (an embedding lookup, an
+    imported Gather): kernels/cgather.py, np.take's results; an index out of range raises this
+    kernel's error through the runner. None for masks and several index tensors."""
+    axis = _single_axis(node.attrs["spec"])  # (a bool index: declined by its dtype)
+    if axis is None or len(node.inputs) != 2:
+        return None
+    from ..kernels import cgather
+
+    x, idx = (v.type for v in node.inputs)
+    return cgather.gather_c_step(tuple(x.shape), x.dtype.np, tuple(idx.shape), idx.dtype.np, axis)
+
+
 def _index_backward_infer(g, *indices, spec, in_shape):
     expected = advanced_shape("index_backward", tuple(in_shape), spec, indices)
     if tuple(g.shape) != expected:
@@ -362,6 +375,7 @@ _INDEX = register(
         infer=_index_infer,
         kernel=_index_kernel,
         fast=_index_fast,
+        c_step=_index_c_step,
         vjp=_index_vjp,
         cost=memory_cost,
         doc="index(x, *indices, spec): advanced indexing by integer tensors and bool masks "

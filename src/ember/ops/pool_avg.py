@@ -100,6 +100,69 @@ def _avg_kernel(x, **attrs):
     return total.astype(x.dtype, copy=False)
 
 
+def _avg_divisors(in_size, attrs, out, dtype) -> np.ndarray:
+    """Every output position's divisor (its spatial shape, ``dtype``), as `_avg_kernel`
+    divides by."""
+    div = _divisor(
+        tuple(in_size),
+        out,
+        attrs["kernel"],
+        attrs["stride"],
+        attrs["padding"],
+        attrs["count_include_pad"],
+        attrs["divisor_override"],
+        dtype,
+    )
+    return np.broadcast_to(div, out)
+
+
+def _avg_fast(x, **attrs):
+    """The C kernel (kernels/cavg_pool.py: float32/float64, 1-d to 3-d, `_avg_kernel`'s bits),
+    or None."""
+    from ..kernels import cavg_pool
+
+    if x.dtype not in (np.float32, np.float64):
+        return None
+    found = _c_geometry(tuple(x.shape[2:]), tuple(sorted(attrs.items())), x.dtype)
+    return None if found is None else cavg_pool.avg_pool(x, *found)
+
+
+@functools.lru_cache(maxsize=256)
+def _c_geometry(in_size: tuple, attrs: tuple, dtype):
+    """(the C kernel's geometry block, every output position's divisor, contiguous), or None:
+    kept per geometry, as a model pools the same sizes at every call (an eager call otherwise
+    spends longer building them than a small pooling takes)."""
+    from ..kernels import cavg_pool
+
+    attrs = dict(attrs)
+    kernel, stride, padding, out, _ = _attrs_geometry(in_size, attrs)
+    geometry = cavg_pool.lifted_geometry(in_size, out, kernel, stride, padding)
+    if geometry is None:
+        return None
+    div = np.ascontiguousarray(_avg_divisors(in_size, attrs, out, dtype))
+    geometry.flags.writeable = div.flags.writeable = False
+    return geometry, div
+
+
+def _avg_c_step(node):
+    """The graph runner's step of an ``avg_pool`` node (float32/float64), or None."""
+    from ..kernels import cavg_pool
+
+    x, y = node.inputs[0].type, node.outputs[0].type
+    dtype = np.dtype(x.dtype.np)
+    if dtype not in (np.float32, np.float64) or not all(isinstance(d, int) for d in x.shape):
+        return None
+    attrs = node.attrs
+    in_size, out = tuple(x.shape[2:]), tuple(y.shape[2:])
+    geometry = cavg_pool.lifted_geometry(
+        in_size, out, attrs["kernel"], attrs["stride"], attrs["padding"]
+    )
+    if geometry is None:
+        return None
+    div = _avg_divisors(in_size, attrs, out, dtype)
+    return cavg_pool.avg_pool_c_step(x.shape[0] * x.shape[1], dtype, geometry, div)
+
+
 def _avg_backward_kernel(g, *, in_size, **attrs):
     dtype = compute_dtype(g.dtype)
     kernel, stride, padding, out, extent = _attrs_geometry(in_size, attrs)
@@ -214,6 +277,8 @@ AVG_POOL = register(
         kind="nn",
         infer=_avg_infer,
         kernel=_avg_kernel,
+        fast=_avg_fast,
+        c_step=_avg_c_step,
         vjp=_avg_vjp,
         cost=_avg_cost,
         save_inputs=(),

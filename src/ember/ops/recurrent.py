@@ -172,6 +172,22 @@ def kept_pack_compile(weight: int, fast):
     return compile_node
 
 
+def recurrent_c_step(cell, weight: int):
+    """The ``c_step`` rule of a whole-layer recurrence whose recurrent weight is input
+    ``weight`` (kernels/crnn_step.py: the fast rule's loop called from C; a frozen graph
+    constant's W_hh packed once per step); ``cell``: "lstm", "gru", or a function of the
+    node's attributes naming the Elman cell ("tanh", "relu")."""
+
+    def c_step(node):
+        from ..kernels import crnn_step
+        from ..kernels.cconv_constant import frozen_array
+
+        name = cell if isinstance(cell, str) else cell(node.attrs)
+        return crnn_step.rnn_layer_c_step(node, name, weight, frozen_array(node, weight))
+
+    return c_step
+
+
 def _lstm_vjp(ctx, gy, ghn, gcn, gcs, gacts):
     xg, h0, c0, w_hh = ctx.inputs
     y, _, _, cs, acts = ctx.outputs
@@ -317,6 +333,7 @@ LSTM_LAYER = register(
         kernel=_lstm_kernel,
         fast=_lstm_fast,
         compile=kept_pack_compile(3, _lstm_fast),
+        c_step=recurrent_c_step("lstm", 3),
         vjp=_lstm_vjp,
         cost=_recurrent_cost(1),
         num_outputs=5,
@@ -518,6 +535,7 @@ GRU_LAYER = register(
         kernel=_gru_kernel,
         fast=_gru_fast,
         compile=kept_pack_compile(2, _gru_fast),
+        c_step=recurrent_c_step("gru", 2),
         vjp=_gru_vjp,
         cost=_recurrent_cost(1, weight=2),
         num_outputs=3,

@@ -30,6 +30,7 @@ from .recurrent import (
     _recurrent_cost,
     _weight_grad,
     kept_pack_compile,
+    recurrent_c_step,
 )
 
 __all__ = ["rnn_layer"]
@@ -106,6 +107,7 @@ RNN_LAYER = register(
         kernel=_kernel,
         fast=_fast,
         compile=kept_pack_compile(2, _fast),
+        c_step=recurrent_c_step(lambda attrs: "relu" if attrs["relu"] else "tanh", 2),
         vjp=_vjp,
         cost=_recurrent_cost(1),
         num_outputs=2,

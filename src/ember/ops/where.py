@@ -134,6 +134,14 @@ def _clip_infer(x, *, lo, hi):
 
 
 def _clip_kernel(x, *, lo, hi):
+    # np.clip with one bound is np.maximum or np.minimum, whose tie gives the bound (-0.0
+    # against 0 becomes 0.0); PyTorch's clamp keeps x at a tie, as np.clip with two bounds
+    # does, so a missing bound is the dtype's end of the line
+    integer = x.dtype.kind in "iu"
+    if lo is None and hi is not None:
+        lo = np.iinfo(x.dtype).min if integer else -np.inf
+    elif hi is None and lo is not None:
+        hi = np.iinfo(x.dtype).max if integer else np.inf
     return np.clip(x, lo, hi).astype(x.dtype, copy=False)
 
 
@@ -158,29 +166,20 @@ def _onnx_clip(e):
 
 
 def _clip_clamp(attrs, constants):
-    """np.clip with both bounds is min(max(x, lo), hi), each comparison strict, so a value equal
-    to a bound stays itself (-0.0 against a bound of 0.0, as PyTorch's clamp); with one bound
-    it is np.maximum(x, lo) or np.minimum(x, hi), where a tie gives the bound. NaN stays NaN.
+    """PyTorch's clamp is min(max(x, lo), hi), each comparison strict, so a value equal to a
+    bound stays itself (-0.0 against a bound of 0.0), with one bound or two; NaN stays NaN.
     Where lo > hi every value becomes hi, and a NaN bound makes NaN: no one `Clamp` says so."""
-    lo, hi = attrs["lo"], attrs["hi"]
-    if lo is None or hi is None:
-        lo = float("-inf") if lo is None else float(lo)
-        hi = float("inf") if hi is None else float(hi)
-        return Clamp(lo, hi, attrs["hi"] is None, attrs["lo"] is None) if lo <= hi else None
-    lo, hi = float(lo), float(hi)
+    lo = float("-inf") if attrs["lo"] is None else float(attrs["lo"])
+    hi = float("inf") if attrs["hi"] is None else float(attrs["hi"])
     return Clamp(lo, hi) if lo <= hi else None
 
 
-# `_clip_clamp`'s comparisons, a NaN bound taken (np.clip's NaN everywhere); an open bound is
-# an infinity, which decides every comparison as no bound would, and ``{b:open}`` gives the
-# other bound its ties
-_CLIP_MAX = (
-    "((({0} < {lo:lower}) | (({0} == {lo:lower}) & {hi:open}) | ({lo:lower} != {lo:lower}))"
-    " ? {lo:lower} : {0})"
-)
+# `_clip_clamp`'s comparisons, a NaN bound taken (NaN everywhere, as PyTorch); an open bound is
+# an infinity, which decides every comparison as no bound would
+_CLIP_MAX = "((({0} < {lo:lower}) | ({lo:lower} != {lo:lower})) ? {lo:lower} : {0})"
 _CLIP_C = (
-    f"((({_CLIP_MAX} > {{hi:upper}}) | (({_CLIP_MAX} == {{hi:upper}}) & {{lo:open}})"
-    f" | ({{hi:upper}} != {{hi:upper}})) ? {{hi:upper}} : {_CLIP_MAX})"
+    f"((({_CLIP_MAX} > {{hi:upper}}) | ({{hi:upper}} != {{hi:upper}})) ? {{hi:upper}}"
+    f" : {_CLIP_MAX})"
 )
 
 

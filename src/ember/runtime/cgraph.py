@@ -12,13 +12,13 @@ the node's inputs and outputs, sizes, and scratch memory of its own (so steps ru
 never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> CStep | None``
 (kernels/cstep.py; None: not this node, and then the graph has no C program); kernels/csteps.py
 holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others (a
-fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression
-and no rule of its own (one no fused group took) runs as the one-instruction loop the fusion
-pass would make of it (ops/fused.py `lone_c_step`); a view op with no rule of its own, or one
-its rule declines (permute, basic getitem, a real broadcast), copies its view's elements
-(ops/_view_step.py). A
-step runs its kernel on the thread that claims it, sharing the kernel's work over the pool where
-the pool is free (a run on one thread; beside other steps, a nested call runs on its own thread).
+fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression,
+or a reduction (a `ReductionRule`), with no rule of its own (one no fused group took) runs as
+the one-instruction loop the fusion pass would make of it (ops/fused.py `lone_c_step`); a
+view op with no rule of its own, or one its rule declines (permute, basic getitem, a real
+broadcast), copies its view's elements (ops/_view_step.py). A step runs its kernel on the
+thread that claims it, sharing the kernel's work over the pool where the pool is free (a run on
+one thread; beside other steps, a nested call runs on its own thread).
 
 The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
 graph's end first); each thread of ``ember_parallel_for`` (kernels/cpool.py) repeatedly claims
@@ -47,6 +47,7 @@ from operator import is_not
 
 import numpy as np
 
+from ..errors import EmberError
 from ..kernels.cstep import STEP_CALL, data_address
 from ..ops._registry import native_code
 from ..ops._view_step import view_c_step
@@ -174,7 +175,8 @@ def c_steps(graph) -> list | None:
         if not native_code(node):
             return None  # (complex values: the reference kernels run the graph)
         hook = node.op.c_step
-        if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
+        lone = node.op.c is not None or node.op.reduction is not None
+        if hook is None and lone:  # a lone elementwise op or reduction: a loop of one
             hook = lone_c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if not all(isinstance(d, int) for t in types for d in t.shape):
@@ -299,6 +301,10 @@ class CGraphProgram:
         ]
         # (the common case: every output made by the run, once each, in order)
         self._made_only = self._sources == [("fresh", k) for k in range(len(self._fresh))]
+        # the steps that check their inputs' values, with their nodes (`CStep.failed`)
+        self._checking = [(s.failed, n) for s, n in zip(self._steps, nodes) if s.failed is not None]
+        self._inputs_at = {id(v): i for i, v in enumerate(graph.inputs)}
+        self._fresh_at = {key: k for k, (key, *_) in enumerate(self._fresh)}
 
     def __call__(self, *arrays) -> list:
         last = self._last_inputs
@@ -317,12 +323,37 @@ class CGraphProgram:
             made.append(array)
             _write(slots, array)
         self._run_packed(self._packed_at)
+        if self._checking and any(flag[0] for flag, _ in self._checking):
+            self._refuse(given, made)
         if self._made_only:
             return made
         return [
             made[at] if where == "fresh" else given[at] if where == "in" else at
             for where, at in self._sources
         ]
+
+    def _refuse(self, given: list, made: list) -> None:
+        """Raise the error of the first step that refused its inputs (a gather's index out of
+        range): its node's own kernel run on the same inputs, so the user sees the error
+        generated code raises. Steps after it ran on what it left unwritten; nothing of the
+        run is returned."""
+        failed = [node for flag, node in self._checking if flag[0]]
+        for flag, _ in self._checking:
+            flag[0] = 0
+        for node in failed:
+            arrays = [
+                given[self._inputs_at[id(v)]]
+                if id(v) in self._inputs_at
+                else made[self._fresh_at[id(v)]]
+                if id(v) in self._fresh_at
+                else self._values[id(v)]
+                for v in node.inputs
+            ]
+            node.op.run(*arrays, **node.attrs)  # (raises, unless another step's garbage fed it)
+        raise EmberError(
+            f"a C step refused its inputs ({', '.join(n.op.name for n in failed)})",
+            op=failed[0].op.name,
+        )
 
 
 def _distinct_nbytes(arrays: list) -> int:
