@@ -446,7 +446,7 @@ def plain_eager_no_grad() -> bool:
     grad mode off (nothing recorded), no mode pushed (no graph built), the base mode ember.eager's
     own (no profiler recording ops), no autocast region, no conformance check. A backward that
     records nothing (create_graph=False) runs its VJPs so, and their products skip dispatching
-    their temporaries (ops/_vjp_products.py)."""
+    their temporaries (ops/_unrecorded.py)."""
     state = _state
     return (
         not state.grad_enabled

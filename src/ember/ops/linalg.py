@@ -44,6 +44,7 @@ from ._row_blocks import (
     rows_of,
 )
 from ._rules import ChannelWeights, Complex
+from ._unrecorded import direct_product
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -53,7 +54,6 @@ from ._util import (
     require_same_dtype,
     value_bytes,
 )
-from ._vjp_products import direct_product
 from .promotion import to_tensor
 from .sparse_tensor import SparseTensor
 from .sparse_tensor import matmul as sparse_matmul
@@ -140,7 +140,7 @@ def _column_major(t) -> bool:
 
 def _vjp_product(x, y, tx: bool = False, ty: bool = False):
     """``matmul`` of matrices ``x`` (transposed where ``tx``) and ``y`` (``ty``) in a VJP:
-    without dispatches where the backward records nothing (ops/_vjp_products.py)."""
+    without dispatches where the backward records nothing (ops/_unrecorded.py)."""
     out = direct_product(MATMUL.run, x, y, tx, ty)
     if out is not None:
         return out

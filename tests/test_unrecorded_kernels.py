@@ -1,4 +1,4 @@
-"""The products' VJPs without dispatches (ops/_vjp_products.py): the same bits as the
+"""The products' VJPs without dispatches (ops/_unrecorded.py): the same bits as the
 dispatched transposes and products, PyTorch's gradients, and the dispatcher kept where the
 backward records (create_graph=True), profiles, or gets a gradient the product refuses."""
 
@@ -8,7 +8,7 @@ import torch
 
 import ember
 from ember.errors import EmberError
-from ember.ops import _vjp_products
+from ember.ops import _unrecorded
 
 RNG = np.random.default_rng(54)
 
@@ -56,7 +56,7 @@ CASES = [
 def test_same_bits_as_dispatched_and_torch(fn, shapes, dtype, monkeypatch):
     arrays = [_arr(*s, dtype=dtype) for s in shapes]
     direct = _grads(ember, arrays, fn)
-    monkeypatch.setattr(_vjp_products, "plain_eager_no_grad", lambda: False)
+    monkeypatch.setattr(_unrecorded, "plain_eager_no_grad", lambda: False)
     dispatched = _grads(ember, arrays, fn)
     for d, s in zip(direct, dispatched):
         assert d.dtype == s.dtype and d.shape == s.shape
@@ -69,7 +69,7 @@ def test_same_bits_as_dispatched_and_torch(fn, shapes, dtype, monkeypatch):
 
 def test_direct_only_when_nothing_is_recorded(monkeypatch):
     calls = []
-    original = _vjp_products.direct_product
+    original = _unrecorded.direct_product
 
     def counting(*args, **kwargs):
         out = original(*args, **kwargs)
@@ -100,3 +100,44 @@ def test_hook_gradient_of_another_dtype_is_refused_by_the_product():
     out.register_hook(lambda g: g.double())
     with pytest.raises(EmberError, match="matmul"):
         out.sum().backward()
+
+
+def _fan_out(lib, a, b):  # a and b reach the loss along several paths: the engine sums
+    h = a
+    for _ in range(3):
+        h = lib.relu(h * b + a)
+    return h
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_summed_gradients_same_bits_as_dispatched_and_torch(dtype, monkeypatch):
+    arrays = [_arr(6, 5, dtype=dtype), _arr(6, 5, dtype=dtype)]
+    direct = _grads(ember, arrays, _fan_out)
+    monkeypatch.setattr(_unrecorded, "plain_eager_no_grad", lambda: False)
+    dispatched = _grads(ember, arrays, _fan_out)
+    for d, s in zip(direct, dispatched):
+        np.testing.assert_array_equal(d, s)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for d, r in zip(direct, _grads(torch, arrays, _fan_out)):
+        np.testing.assert_allclose(d, r, rtol=tol, atol=tol)
+
+
+def _mixed_dtype_paths():
+    a = ember.tensor(_arr(3, 4), requires_grad=True)
+    y = a * 2
+    z = y * 3
+    z.register_hook(lambda g: g.double())  # one path's gradient in float64
+    try:
+        (y + z).sum().backward()
+    except EmberError as exc:  # (ember refuses the promoted float64 .grad; PyTorch casts it)
+        return type(exc).__name__
+    return a.grad.numpy()
+
+
+def test_gradients_of_two_dtypes_take_the_dispatcher(monkeypatch):
+    # (a sum that promotes is not the add kernel on the arrays as they are)
+    direct = _mixed_dtype_paths()
+    monkeypatch.setattr(_unrecorded, "plain_eager_no_grad", lambda: False)
+    dispatched = _mixed_dtype_paths()
+    assert type(direct) is type(dispatched)
+    np.testing.assert_array_equal(direct, dispatched)

@@ -1,6 +1,8 @@
-"""The matrix products of the products' VJPs (ops/linalg.py's matmul and linear) run without
-the dispatcher where a dispatch would only run the kernel and wrap its result: a backward that
-records nothing (create_graph=False) on eager arrays, `_registry.plain_eager_no_grad`.
+"""Kernels a backward that records nothing (create_graph=False) runs without the dispatcher,
+where a dispatch would only run the kernel and wrap its result (`_registry.plain_eager_no_grad`,
+on eager arrays): the matrix products of the products' VJPs (ops/linalg.py's matmul and
+linear), and the engine's sums of gradients reaching one value along several paths
+(autograd.py).
 
 ``g @ b.T`` then costs one kernel call on ``b``'s transposed view rather than a dispatched
 transpose and a dispatched product. The view is the one the transpose op makes (NumPy's, the
@@ -17,7 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ._registry import eager_constant, plain_eager_no_grad
 
-__all__ = ["direct_product"]
+__all__ = ["direct_product", "direct_sum"]
 
 # the dtypes whose products the primitive takes as they are (float8 is refused by its rule)
 _DIRECT = frozenset(
@@ -42,4 +44,21 @@ def direct_product(run, x, y, tx: bool = False, ty: bool = False):
     if a.shape[1] != b.shape[0] or not plain_eager_no_grad():
         return None
     result = run(a, b)
+    return eager_constant(result if type(result) is _ndarray else np.asarray(result))
+
+
+def direct_sum(add, x, y):
+    """``x + y`` by the add op's kernel ``add`` for two arrays of one shape and dtype (nothing
+    to broadcast or promote) where no dispatch is needed; else None."""
+    a = x._data
+    b = y._data
+    if (
+        type(a) is not _ndarray
+        or type(b) is not _ndarray
+        or a.shape != b.shape
+        or a.dtype != b.dtype
+        or not plain_eager_no_grad()
+    ):
+        return None
+    result = add(a, b)
     return eager_constant(result if type(result) is _ndarray else np.asarray(result))
