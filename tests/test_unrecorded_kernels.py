@@ -141,3 +141,12 @@ def test_gradients_of_two_dtypes_take_the_dispatcher(monkeypatch):
     dispatched = _mixed_dtype_paths()
     assert type(direct) is type(dispatched)
     np.testing.assert_array_equal(direct, dispatched)
+
+
+def test_profiled_backward_dispatches_its_products():
+    # the profiler's eager mode records each op: the backward's two products among them
+    a = ember.randn(4, 5, requires_grad=True)
+    b = ember.randn(5, 3, requires_grad=True)
+    with ember.profiler.profile() as prof:
+        (a @ b).sum().backward()
+    assert [e.name for e in prof.events()].count("matmul") == 3
