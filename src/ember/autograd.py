@@ -38,6 +38,8 @@ from .grad_mode import (
 )
 from .ops import _autocast
 from .ops._registry import TensorBase
+from .ops._unrecorded import direct_sum
+from .ops.binary import ADD
 from .tensor import Tensor
 
 __all__ = [
@@ -168,7 +170,7 @@ def _run_backward(roots, retain_graph, create_graph, capture):
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * max(_slots(node), nr + 1)
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
+        buf[nr] = g if buf[nr] is None else _sum(buf[nr], g)
 
     needed = _needed(seen, {key[0] for key in capture}) if capture is not None else None
     captured: dict = {}
@@ -229,12 +231,26 @@ def _run_backward(roots, retain_graph, create_graph, capture):
                         buf[nr] = g
                     else:
                         old = buf[nr]
-                        buf[nr] = g if old is None else old + g
+                        buf[nr] = g if old is None else _sum(old, g)
                 left = deps[child] - 1
                 deps[child] = left
                 if left == 0:
                     heappush(ready, (-child._seq, child))
     return captured
+
+
+def _sum(old, g):
+    """Two gradients of one value, summed: by the add kernel directly where both are plain
+    eager tensors of one shape and dtype and nothing is recorded (the dispatched ``old + g``
+    runs that kernel too), else ``old + g`` (a subclass's __torch_function__ sees it)."""
+    if type(old) is Tensor and type(g) is Tensor:
+        out = direct_sum(_ADD_RUN, old, g)
+        if out is not None:
+            return out
+    return old + g
+
+
+_ADD_RUN = ADD.run
 
 
 def _keep_retained(retained, grads):

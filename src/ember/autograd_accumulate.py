@@ -14,7 +14,7 @@ from . import autograd_node_hooks as _node_hooks
 from .grad_mode import set_grad_enabled
 from .ops import api as _reg_api
 from .ops.sparse_tensor import SparseTensor
-from .tensor import Tensor
+from .tensor import GRAD_SLOT, Tensor
 
 _sequence = itertools.count()
 
@@ -80,7 +80,13 @@ class AccumulateGrad:
             g = Tensor._wrap(arr)
         current = t.grad
         if current is None:
-            t.grad = g
+            data = t._data
+            if not create_graph and arr.dtype == data.dtype and arr.shape == data.shape:
+                # a fresh array of t's dtype and shape passes the setter's checks
+                # (tensor._check_assigned_grad): stored without them
+                GRAD_SLOT.__set__(t, g)
+            else:
+                t.grad = g
         elif not create_graph and type(current) is not SparseTensor and _adds_in_place(current, g):
             # PyTorch's AccumulateGrad: a .grad nobody else holds is added into in place
             # (gradient accumulation over micro-batches writes into warm memory, allocates none)

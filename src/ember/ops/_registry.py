@@ -412,6 +412,8 @@ class _State(threading.local):
 
 _state = _State()
 _base_mode: list[Mode] = []  # the eager mode, installed by ember.eager at import
+# ember.eager's own mode, the first base mode installed (the profiler's replaces it for a while)
+_plain_eager: list[Mode] = []
 
 
 def current_mode() -> Mode:
@@ -434,7 +436,25 @@ def pop_mode() -> Mode:
 
 
 def set_base_mode(mode: Mode) -> None:
+    if not _plain_eager:
+        _plain_eager.append(mode)
     _base_mode[:] = [mode]
+
+
+def plain_eager_no_grad() -> bool:
+    """Whether a kernel run on eager arrays, its result wrapped, is all a dispatch would do:
+    grad mode off (nothing recorded), no mode pushed (no graph built), the base mode ember.eager's
+    own (no profiler recording ops), no autocast region, no conformance check. A backward that
+    records nothing (create_graph=False) runs its VJPs so, and their products skip dispatching
+    their temporaries (ops/_unrecorded.py)."""
+    state = _state
+    return (
+        not state.grad_enabled
+        and not state.modes
+        and state.autocast is None
+        and conformance is None
+        and _base_mode[0] is _plain_eager[0]
+    )
 
 
 def apply(op: OpDef, *inputs, **attrs):

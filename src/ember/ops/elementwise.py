@@ -23,6 +23,7 @@ from . import api as E
 from ._created_nan import negative_domain, positive_created_nan
 from ._registry import (
     PUBLIC,
+    REGISTRY,
     OpDef,
     apply,
     building_graph,
@@ -354,8 +355,6 @@ def _result_grad(name: str, c, g, slope):
     y = c.outputs[0]
     if y.dtype.is_complex or g.dtype != y.dtype:
         return g * E.conj(slope(y))
-    from ._registry import REGISTRY
-
     return apply(REGISTRY[name], g, y)
 
 

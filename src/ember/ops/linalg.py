@@ -44,6 +44,7 @@ from ._row_blocks import (
     rows_of,
 )
 from ._rules import ChannelWeights, Complex
+from ._unrecorded import direct_product
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -137,6 +138,15 @@ def _column_major(t) -> bool:
     )
 
 
+def _vjp_product(x, y, tx: bool = False, ty: bool = False):
+    """``matmul`` of matrices ``x`` (transposed where ``tx``) and ``y`` (``ty``) in a VJP:
+    without dispatches where the backward records nothing (ops/_unrecorded.py)."""
+    out = direct_product(MATMUL.run, x, y, tx, ty)
+    if out is not None:
+        return out
+    return matmul(E.transpose(x, 0, 1) if tx else x, E.transpose(y, 0, 1) if ty else y)
+
+
 def _matmul_vjp(c, g):
     a, b = c.inputs
     if a.dtype.is_complex:  # (the real path's products of the conjugates)
@@ -145,7 +155,9 @@ def _matmul_vjp(c, g):
     ga = gb = None
     if need_a:
         if _column_major(a) and b.ndim == 2:
-            ga = E.transpose(matmul(b, E.transpose(g, 0, 1)), 0, 1)
+            ga = E.transpose(_vjp_product(b, g, ty=True), 0, 1)
+        elif g.ndim == 2 and b.ndim == 2:  # (a is a matrix too: nothing to sum)
+            ga = _vjp_product(g, b, ty=True)
         else:
             ga = E.sum_to(matmul(g, E.transpose(b, -2, -1)), c.in_types[0].shape)
     if need_b and b.ndim == 2:
@@ -154,9 +166,9 @@ def _matmul_vjp(c, g):
             rows = numel(tuple(a.shape[:-1]))
             a, g = E.reshape(a, (rows, a.shape[-1])), E.reshape(g, (rows, g.shape[-1]))
         if _column_major(b):
-            gb = E.transpose(matmul(E.transpose(g, 0, 1), a), 0, 1)
+            gb = E.transpose(_vjp_product(g, a, tx=True), 0, 1)
         else:
-            gb = matmul(E.transpose(a, 0, 1), g)
+            gb = _vjp_product(a, g, tx=True)
     elif need_b:
         gb = E.sum_to(matmul(E.transpose(a, -2, -1), g), c.in_types[1].shape)
     return ga, gb
@@ -350,13 +362,13 @@ def _linear_vjp(c, g):
         x, weight = E.conj(x), E.conj(weight)
     need = c.needs_input_grad
     out_features, in_features = c.in_types[1].shape
-    gx = matmul(g, weight) if need[0] else None
+    gx = (_vjp_product(g, weight) if g.ndim == 2 else matmul(g, weight)) if need[0] else None
     gw = None
     if need[1]:
         # (rows of a 2-D call as they are: a reshape is a recorded op even to its own shape)
         g2 = g if g.ndim == 2 else E.reshape(g, (-1, out_features))
         x2 = x if x.ndim == 2 else E.reshape(x, (-1, in_features))
-        gw = matmul(E.transpose(g2, 0, 1), x2)
+        gw = _vjp_product(g2, x2, tx=True)
     grads = (gx, gw)
     if len(need) == 3:
         gb = None

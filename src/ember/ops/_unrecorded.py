@@ -1,0 +1,64 @@
+"""Kernels a backward that records nothing (create_graph=False) runs without the dispatcher,
+where a dispatch would only run the kernel and wrap its result (`_registry.plain_eager_no_grad`,
+on eager arrays): the matrix products of the products' VJPs (ops/linalg.py's matmul and
+linear), and the engine's sums of gradients reaching one value along several paths
+(autograd.py).
+
+``g @ b.T`` then costs one kernel call on ``b``'s transposed view rather than a dispatched
+transpose and a dispatched product. The view is the one the transpose op makes (NumPy's, the
+same strides) and the kernel is the product op's own, so the result has the same bits; what
+the dispatch would check (one dtype, matching inner dimensions, matrices) is checked here, and
+anything else (a hook's gradient of another dtype or shape, batches, meta arrays) takes the
+dispatcher, which raises its errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ._registry import eager_constant, plain_eager_no_grad
+
+__all__ = ["direct_product", "direct_sum"]
+
+# the dtypes whose products the primitive takes as they are (float8 is refused by its rule)
+_DIRECT = frozenset(
+    d.np for d in (dt.float16, dt.bfloat16, dt.float32, dt.float64, dt.complex64, dt.complex128)
+)
+_ndarray = np.ndarray
+
+
+def direct_product(run, x, y, tx: bool = False, ty: bool = False):
+    """``run(x', y')`` as an eager tensor, ``x'`` being ``x`` or its transpose (``tx``) and
+    ``y'`` likewise, for two matrices of one dtype where no dispatch is needed; else None."""
+    a = getattr(x, "_data", None)
+    b = getattr(y, "_data", None)
+    if type(a) is not _ndarray or type(b) is not _ndarray:
+        return None
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in _DIRECT:
+        return None
+    if tx:
+        a = a.T
+    if ty:
+        b = b.T
+    if a.shape[1] != b.shape[0] or not plain_eager_no_grad():
+        return None
+    result = run(a, b)
+    return eager_constant(result if type(result) is _ndarray else np.asarray(result))
+
+
+def direct_sum(add, x, y):
+    """``x + y`` by the add op's kernel ``add`` for two arrays of one shape and dtype (nothing
+    to broadcast or promote) where no dispatch is needed; else None."""
+    a = x._data
+    b = y._data
+    if (
+        type(a) is not _ndarray
+        or type(b) is not _ndarray
+        or a.shape != b.shape
+        or a.dtype != b.dtype
+        or not plain_eager_no_grad()
+    ):
+        return None
+    result = add(a, b)
+    return eager_constant(result if type(result) is _ndarray else np.asarray(result))
