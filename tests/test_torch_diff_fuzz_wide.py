@@ -9,6 +9,8 @@ test_fuzz53_regressions.py) become a 20% difference of the product. Capture seed
 out: the suite's executor cross-check (tests/conftest.py) compares a backward value that is
 rounding noise around zero (1.8e-7 against 8.9e-8) with a relative tolerance."""
 
+import pytest
+
 from tests.torch_diff_capture import check_capture
 from tests.torch_diff_fuzzing import check
 from tests.torch_diff_grad2 import check_grad2
@@ -18,22 +20,30 @@ CAPTURE_SEEDS = range(16, 136)
 GRAD2_SEEDS = range(0, 300)
 
 
-def test_wide_programs_agree_with_torch():
+def _chunks(seeds, n=4):
+    """The seeds in ``n`` interleaved parts: separate tests, so the workers share them."""
+    return [list(seeds)[i::n] for i in range(n)]
+
+
+@pytest.mark.parametrize("seeds", _chunks(WIDE_SEEDS), ids=lambda s: f"from{s[0]}")
+def test_wide_programs_agree_with_torch(seeds):
     found = []
-    for seed in WIDE_SEEDS:
+    for seed in seeds:
         found.extend(check(seed, wide=True))
     assert not found, "\n\n".join(found[:5])
 
 
-def test_captured_programs_agree_with_eager():
+@pytest.mark.parametrize("seeds", _chunks(CAPTURE_SEEDS), ids=lambda s: f"from{s[0]}")
+def test_captured_programs_agree_with_eager(seeds):
     found = []
-    for seed in CAPTURE_SEEDS:
+    for seed in seeds:
         found.extend(check_capture(seed, wide=True))
     assert not found, "\n\n".join(found[:5])
 
 
-def test_second_derivatives_agree_with_torch():
+@pytest.mark.parametrize("seeds", _chunks(GRAD2_SEEDS), ids=lambda s: f"from{s[0]}")
+def test_second_derivatives_agree_with_torch(seeds):
     found = []
-    for seed in GRAD2_SEEDS:
+    for seed in seeds:
         found.extend(check_grad2(seed))
     assert not found, "\n\n".join(found[:5])
