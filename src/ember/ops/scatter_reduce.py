@@ -331,6 +331,10 @@ def index_fill(x, dim: int, index, value):
     return E.where(E.reshape(chosen, shape), to_tensor(value, x.dtype), x)
 
 
+# (its tensor value is one number PyTorch reads before writing: an overlapping one is allowed)
+index_fill.overlap_ok = True
+
+
 @export(method=True, inplace=True)
 @autocasts(Autocast.PROMOTE)
 def index_copy(x, dim: int, index, source):
