@@ -15,8 +15,10 @@ from . import _onnx
 from . import _onnx_complex as cx
 from . import api as E
 from ._half import elementwise_fast
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex, Select
+from ._saved_operands import needs, saves
 from ._select import select_bits, zero_bits
 from ._util import (
     broadcast_shapes,
@@ -217,7 +219,9 @@ def clip(x, min=None, max=None):
         x = x if x.dtype is dtype else E.cast(x, dtype)
         return _clip_tensors(x, *[None if b is None else to_tensor(b, dtype) for b in (min, max)])
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
-        return _clip_tensors(to_tensor(x), min, max)
+        # (one node, PyTorch's, saving the tensor and its bounds for every gradient)
+        out = rename_node(_clip_tensors(to_tensor(x), min, max), "ClampBackward0")
+        return saves(out, *((x, min, max) if needs(x, min, max) else ()))
     x = to_tensor(x)
     if any(isinstance(b, complex) for b in (min, max)):
         raise DTypeError(
