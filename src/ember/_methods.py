@@ -25,6 +25,14 @@ def _reflected(name):
     return method
 
 
+def _rtruediv(self, other):
+    """``2 / x``: PyTorch's ``x.reciprocal() * 2`` for a number (its rounding, MulBackward0's
+    node), a division otherwise."""
+    if type(other) in _NUMBERS:
+        return PUBLIC["mul"](PUBLIC["reciprocal"](self), other)
+    return PUBLIC["div"](other, self)
+
+
 def _rsub(self, other):
     """``2 - x``: PyTorch's rsub of a scalar, whose node is RsubBackward1."""
     return rename_node(PUBLIC["sub"](other, self), "RsubBackward1", self)
@@ -246,6 +254,7 @@ def install(cls: type = Tensor) -> None:
         setattr(cls, f"__r{dunder}__", _shift(op, reflected=True))
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
     cls.__rsub__ = _rsub
+    cls.__rtruediv__ = _rtruediv
     # Python 2's names of true division, which PyTorch's Tensor still has
     cls.__div__, cls.__rdiv__, cls.__idiv__ = cls.__truediv__, cls.__rtruediv__, cls.__itruediv__
     cls.__invert__ = _logical("logical_not")

@@ -20,7 +20,8 @@ from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._created_nan import positive_created_nan
-from ._registry import OpDef, apply, constant, export, register
+from ._node_names import rename_node
+from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace
@@ -66,8 +67,11 @@ def _binary(
     complex=None,
     grad_fn=None,
     clamp=None,
+    overloads=None,
 ):
-    """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
+    """``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
+    (number, tensor) overloads (None: the op's own), which promotion makes one call here;
+    ``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
     before promotion (what PyTorch refuses that promotion would hide, a bool tensor);
@@ -98,6 +102,16 @@ def _binary(
         if _meta.active[0]:
             _meta.refuse_mixed(name, (x, y))
         return apply(op, *promote(x, y, floating=floating))
+
+    if overloads is not None:
+        plain = fn
+
+        def fn(x, y):
+            out = plain(x, y)
+            overload = overloads[1 if isinstance(y, TensorBase) else 0]
+            if not isinstance(x, TensorBase):
+                overload = overloads[2]
+            return out if overload is None else rename_node(out, overload)
 
     if alpha:
 
@@ -437,14 +451,15 @@ _binary(
     method=("mod", "remainder"),
     bools=False,
     onnx=_onnx.composite(ox.onnx_mod),
-    # (PyTorch's remainder's node; its Tensor-Tensor overload's is RemainderBackward1, which
-    # a promoted Python number no longer tells apart)
+    # (PyTorch's remainder of a number by a tensor has no gradient formula at all)
     grad_fn="RemainderBackward0",
+    overloads=("RemainderBackward0", "RemainderBackward1", None),
 )
 _binary(
     "pow",
     _pow_kernel,
     _pow_vjp,
+    overloads=("PowBackward0", "PowBackward1", "PowBackward2"),
     check=_pow_check,
     onnx=_onnx.composite(ox.onnx_pow),
     complex=Complex.GRADIENT,

@@ -236,6 +236,9 @@ def split(x, split_size_or_sections, dim=0, *, axis=None):
         sizes = tuple(min(spec, n - i) for i in range(0, n, spec)) or (0,)
     else:
         sizes = tuple(s if isinstance(s, SymDim) else int(s) for s in spec)
+        pieces = apply(SPLIT, x, sizes=sizes, axis=a)
+        rename_node(pieces[0], "SplitWithSizesBackward0", x)  # (the pieces' one node)
+        return pieces
     return apply(SPLIT, x, sizes=sizes, axis=a)
 
 
