@@ -24,6 +24,7 @@ from . import dtypes as _dt
 from .autograd_node import Node
 from .errors import EmberError, OutOfMemoryError
 from .ops import _registry as _reg
+from .ops._memory_format import lay_out_results as _lay_out_results
 from .tensor import Tensor
 from .types import TensorType
 
@@ -102,6 +103,10 @@ class EagerMode(_reg.Mode):
         else:
             outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
             out_types = tuple(out_type)
+        layout = op.layout
+        # (PyTorch's memory format of a 4-d or 5-d result: channels-last operands' own)
+        if layout is not None and (not single or 3 < outs[0]._data.ndim < 6):
+            _lay_out_results(layout, inputs, outs)
         if _reg.conformance is not None:
             _reg.conformance.forward.add(op.name)
             _check_rule(op, out_types, outs)
