@@ -90,3 +90,12 @@ def test_xlogy_in_place_and_names():
             fn = _fn(lib, name)
             names.append([type(fn(*a).grad_fn).__name__ for a in [(x, x), (x, 2.0), (2.0, x)]])
         assert names[0] == names[1]
+
+
+def test_complex_operands_refused_with_pytorchs_error_type():
+    # (fuzz seed 5083 wide: PyTorch's "xlogy_cpu" not implemented for 'ComplexDouble')
+    for lib in (torch, ember):
+        z = lib.tensor([1 + 2j])
+        for fn in (lib.xlogy, lib.special.xlog1py):
+            with pytest.raises(NotImplementedError):
+                fn(z, lib.tensor(2.0, dtype=lib.float64))

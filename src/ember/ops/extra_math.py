@@ -539,7 +539,9 @@ def _xlog(op, node):
     def fn(input, other):
         x, y = promote(input, other, floating=True)
         if x.dtype.is_complex:
-            raise DTypeError(f"{op.name} is not defined for complex tensors", op=op.name)
+            raise KernelDTypeError(
+                f'"{op.name}_cpu" not implemented for complex tensors ({x.dtype})', op=op.name
+            )
         overload = 2 if not isinstance(other, TensorBase) else 0
         overload = 1 if not isinstance(input, TensorBase) else overload
         return rename_node(apply(op, x, y), node.format(overload))
