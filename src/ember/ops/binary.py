@@ -212,9 +212,11 @@ def _pow_vjp(c, g):
         # 0 where y == 0 (x ** 0 is constant 1), also at x == 0 where y * x ** -1 is 0 * inf
         gx = _reduce_to(E.where(y == 0, 0, g * y * E.pow(x, y - 1)), c.in_types[0])
     if ny:
-        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
+        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention,
+        # pow_backward_exponent's: g times the selected term, so a NaN or infinite g still
+        # makes NaN there, and the product rounded as PyTorch's)
         zero_base = E.logical_and(x == 0, y >= 0)
-        gy = _reduce_to(E.where(zero_base, 0, g * E.pow(x, y) * E.log(x)), c.in_types[1])
+        gy = _reduce_to(g * E.where(zero_base, 0, E.pow(x, y) * E.log(x)), c.in_types[1])
     return gx, gy
 
 
@@ -230,7 +232,7 @@ def _complex_pow_vjp(c, g):
     if ny:
         zero_base = E.logical_and(x == 0, E.real(y) >= 0)
         safe = E.where(zero_base, 1, x)
-        gy = E.where(zero_base, 0, g * E.conj(E.pow(safe, y) * E.log(safe)))
+        gy = g * E.where(zero_base, 0, E.conj(E.pow(safe, y) * E.log(safe)))
         gy = _reduce_to(gy, c.in_types[1])
     return gx, gy
 
