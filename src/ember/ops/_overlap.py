@@ -41,12 +41,28 @@ def _begin(arr: np.ndarray) -> int:
     return arr.__array_interface__["data"][0]
 
 
+def _owner(arr: np.ndarray):
+    """The array owning ``arr``'s memory (its last NumPy base), or None where something else
+    (a buffer, a memory map) does."""
+    while arr.base is not None:
+        arr = arr.base
+        if type(arr) is not np.ndarray:
+            return None
+    return arr
+
+
 def overlap(a: np.ndarray, b: np.ndarray) -> str:
     """FULL, PARTIAL or NONE, as PyTorch's ``get_overlap_status`` of the two tensors (its
     "too hard" read as NONE, which PyTorch's assertion lets through too)."""
     if a is b:
         return FULL
-    if a.size == 0 or b.size == 0 or not np.may_share_memory(a, b):
+    if a.size == 0 or b.size == 0:
+        return NONE
+    owner_a, owner_b = _owner(a), _owner(b)
+    # (arrays of two owners share no memory: the common case, told without NumPy's bounds)
+    if owner_a is not owner_b and owner_a is not None and owner_b is not None:
+        return NONE
+    if not np.may_share_memory(a, b):
         return NONE
     if not (_dense(a) and _dense(b)):
         return NONE
