@@ -34,6 +34,12 @@ CASES = [
     ("index_put_row", lambda lib, y: y.index_put_((lib.tensor([0]),), y[1])),
     ("index_add_row", lambda lib, y: y.index_add_(0, lib.tensor([0]), y[1:2])),
     ("put_element", lambda lib, y: y.put_(lib.tensor([0]), y[1, :1])),
+    ("add_out_t", lambda lib, y: lib.add(y, 1, out=y.t())),
+    ("neg_out_t", lambda lib, y: lib.neg(y.t(), out=y)),
+    ("clamp_out_t", lambda lib, y: lib.clamp(y, 0, 4, out=y.t())),
+    ("cumsum_out_t", lambda lib, y: lib.cumsum(y, 0, out=y.t())),
+    ("cat_out_shift", lambda lib, y: lib.cat([y[:1], y[1:2]], out=y[1:])),
+    ("sort_out_t", lambda lib, y: lib.sort(y, out=(y.t(), lib.empty(3, 3, dtype=lib.int64)))),
     # allowed by PyTorch (where PyTorch's kernel reads what it has already written, the
     # values are its loop order's: only that ember computes is checked, ALLOWED_ANY_VALUES)
     ("add_self", lambda lib, y: y.add_(y)),
@@ -52,9 +58,19 @@ CASES = [
     ("addmm_t", lambda lib, y: y.addmm_(y.t(), y)),
     ("addmv_row", lambda lib, y: y[0].addmv_(y, y[1])),
     ("baddbmm_t", lambda lib, y: y[None].baddbmm_(y[None], y.t()[None])),
+    ("exp_out_self", lambda lib, y: lib.exp(y, out=y)),
+    ("mm_out_t", lambda lib, y: lib.mm(y, y, out=y.t())),
+    ("sum_out_row", lambda lib, y: lib.sum(y, 0, out=y[0])),
 ]
 
-ALLOWED_ANY_VALUES = {"add_strided_column", "add_expanded_row", "addmm_t", "baddbmm_t"}
+ALLOWED_ANY_VALUES = {
+    "add_strided_column",
+    "add_expanded_row",
+    "addmm_t",
+    "baddbmm_t",
+    "mm_out_t",
+    "sum_out_row",
+}
 
 
 def _run(lib, fn, dtype):

@@ -194,6 +194,8 @@ def concat(tensors, dim=0, *, axis=None):
     return apply(CONCAT, *tensors, axis=a)
 
 
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+concat.out_overlap_refused = True
 export(concat, name="cat")
 export(concat, name="concatenate")
 

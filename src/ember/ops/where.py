@@ -246,3 +246,6 @@ def clip(x, min=None, max=None):
 
 
 export(clip, name="clamp")
+
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+clip.out_overlap_refused = where.out_overlap_refused = True
