@@ -27,3 +27,41 @@ def test_pow_exponent_gradient_multiplies_the_upstream_gradient_outside_the_mask
         results.append([t.numpy() for t in (gb, ge, gm)])
     for got, want in zip(results[1], results[0]):
         np.testing.assert_array_equal(got, want)
+
+
+FILL_CASES = {
+    "full": lambda lib, u, i8, c: lib.full((2,), 300, dtype=lib.uint8),
+    "fill_": lambda lib, u, i8, c: u.clone().fill_(300),
+    "index_fill": lambda lib, u, i8, c: u.index_fill(0, lib.tensor([0]), 300),
+    "scatter_value": lambda lib, u, i8, c: u.scatter(0, lib.tensor([0]), 300),
+    "masked_fill_int8_200": lambda lib, u, i8, c: i8.masked_fill(c, 200),
+    "masked_fill_int8_-129": lambda lib, u, i8, c: i8.masked_fill(c, -129),
+    "masked_fill_uint8_-255": lambda lib, u, i8, c: u.masked_fill(c, -255),
+    "masked_fill_uint8_-256": lambda lib, u, i8, c: u.masked_fill(c, -256),
+    "masked_fill_float_into_uint8": lambda lib, u, i8, c: u.masked_fill(c, 1e10),
+    "where_number_into_int8": lambda lib, u, i8, c: lib.where(c, 200, i8),
+    "where_uint8_2_31": lambda lib, u, i8, c: lib.where(c, 2147483648, u),
+    "where_two_numbers": lambda lib, u, i8, c: lib.where(c, 300, 1),
+    "where_number_into_float": lambda lib, u, i8, c: lib.where(c, 300, lib.tensor([1.0, 2.0])),
+    "clamp_bound": lambda lib, u, i8, c: u.clamp(max=300),
+    "setitem": lambda lib, u, i8, c: u.clone().__setitem__(0, 300),
+    "add_wraps": lambda lib, u, i8, c: u + 300,
+}
+
+
+@pytest.mark.parametrize("name", list(FILL_CASES))
+def test_numbers_written_into_integer_tensors_checked_as_pytorch(name):
+    # seed 6460 (wide): where(cond, 2147483648, uint8 tensor); PyTorch's checked_convert
+    # refuses a number outside the dtype's range wherever one is written (fills, where's and
+    # clamp's numbers, x[i] = v), not in arithmetic, which wraps
+    results = []
+    for lib in (torch, ember):
+        u, i8 = lib.tensor([1, 2], dtype=lib.uint8), lib.tensor([1, 2], dtype=lib.int8)
+        c = lib.tensor([True, False])
+        try:
+            out = FILL_CASES[name](lib, u, i8, c)
+        except RuntimeError as error:
+            results.append(("error", "without overflow" in str(error)))
+        else:
+            results.append(("value", None if out is None else out.tolist()))
+    assert results[1] == results[0]

@@ -31,6 +31,7 @@ from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._scatter_kernels import normalized
 from ._util import (
+    check_fill_value,
     fmt_shape,
     memory_cost,
     normalize_axis,
@@ -322,6 +323,7 @@ def index_fill(x, dim: int, index, value):
             f"value must be a scalar or a 0-d tensor, got shape {fmt_shape(value.shape)}",
             op="index_fill",
         )
+    check_fill_value("index_fill", value, x.dtype)
     if x.ndim == 0:
         chosen = _scattered((1,), index, 0)
         return E.where(E.reshape(chosen, ()), to_tensor(value, x.dtype), x)

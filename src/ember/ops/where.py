@@ -22,6 +22,7 @@ from ._saved_operands import needs, saves
 from ._select import select_bits, zero_bits
 from ._util import (
     broadcast_shapes,
+    check_fill_value,
     elementwise_cost,
     require_same_dtype,
     same_type,
@@ -110,7 +111,10 @@ def where(condition, x=None, y=None):
         raise ArgumentTypeError("where: give both x and y, or neither")
     if _meta.active[0]:
         _meta.refuse_mixed("where", (condition, x, y))
+    numbers = [v for v in (x, y) if not isinstance(v, TensorBase)]
     x, y = promote(x, y)
+    for number in numbers:  # (a number taken into a tensor's dtype: PyTorch's checked convert)
+        check_fill_value("where", number, x.dtype)
     return apply(
         _WHERE,
         to_tensor(condition, dt.bool_ if not isinstance(condition, TensorBase) else None),
@@ -236,6 +240,9 @@ def clip(x, min=None, max=None):
         raise DTypeError("not defined for bool results (as in PyTorch)", op="clip")
     if dtype is not x.dtype:
         x = E.cast(x, dtype)
+    for bound in (min, max):
+        if bound is not None:
+            check_fill_value("clamp", bound, dtype)
     as_python = float if x.dtype.is_floating_point else int
     return apply(
         _CLIP,
