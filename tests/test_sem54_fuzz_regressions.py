@@ -65,3 +65,20 @@ def test_numbers_written_into_integer_tensors_checked_as_pytorch(name):
         else:
             results.append(("value", None if out is None else out.tolist()))
     assert results[1] == results[0]
+
+
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.0, 6.0), (-0.5, 3.0), (2.0, -1.0)])
+def test_hardtanh_of_unsigned_integers_as_pytorch(bounds):
+    # seed 7437 (wide): PyTorch refuses a bound negative once truncated to an integer
+    results = []
+    for lib in (torch, ember):
+        u = lib.tensor([1, 200], dtype=lib.uint8)
+        try:
+            results.append(lib.nn.functional.hardtanh(u, *bounds).tolist())
+        except (RuntimeError, ValueError) as error:
+            results.append(error)
+    want, got = results
+    if isinstance(want, Exception):
+        assert isinstance(got, type(want)), got
+    else:
+        assert got == want
