@@ -82,3 +82,19 @@ def test_hardtanh_of_unsigned_integers_as_pytorch(bounds):
         assert isinstance(got, type(want)), got
     else:
         assert got == want
+
+
+@pytest.mark.parametrize("how", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_scatter_reduce_into_a_transposed_tensor(how, include_self, dtype):
+    # seed 7508 (wide): the kernel copied x in its own (transposed) order, so the flat view
+    # it wrote through was a copy and the result was x unchanged
+    x0 = np.array([[0, -2], [-4, -3], [0, 2], [2, 0]])
+    index = np.random.default_rng(0).integers(0, 4, size=(2, 4))
+    results = []
+    for lib in (torch, ember):
+        x = lib.tensor(x0).to(getattr(lib, dtype)).transpose(0, 1)
+        out = x.scatter_reduce(-1, lib.tensor(index), x * 2, how, include_self=include_self)
+        results.append(out.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

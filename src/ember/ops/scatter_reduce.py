@@ -97,7 +97,9 @@ def _scatter_reduce_infer(x, index, src, *, axis, reduce, include_self):
 
 
 def _scatter_reduce_kernel(x, index, src, *, axis, reduce, include_self):
-    out = np.array(x, copy=True)
+    # (row-major whatever x's layout: the flat view below must alias it, not copy a
+    # transposed operand's elements, which dropped every write)
+    out = np.array(x, copy=True, order="C")
     if out.ndim == 0:  # a 0-d tensor is one position along its dim 0
         return _scatter_reduce_kernel(
             out.reshape(1),
