@@ -98,3 +98,16 @@ def test_scatter_reduce_into_a_transposed_tensor(how, include_self, dtype):
         out = x.scatter_reduce(-1, lib.tensor(index), x * 2, how, include_self=include_self)
         results.append(out.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_remainder_of_a_number_by_a_tensor_has_no_derivative():
+    # seed 6446 (wide): PyTorch's node of remainder(3.0, x) is NotImplemented, and backward
+    # through it raises; the other overloads differentiate
+    for lib in (torch, ember):
+        x = lib.tensor([1.5, 2.5], requires_grad=True)
+        for y in (lib.remainder(3.0, x), 3.0 % x):
+            assert type(y.grad_fn).__name__ == "NotImplemented"
+            with pytest.raises(RuntimeError, match="derivative for aten::remainder is not"):
+                y.sum().backward()
+        (x % 2.0).sum().backward()
+        assert x.grad.tolist() == [1.0, 1.0]

@@ -215,6 +215,8 @@ class Node:
     def _check_witnesses(self) -> None:
         """Refuse a run after an operand PyTorch's node of this call saves changed in place."""
         for tensor, version in self._witnesses:
+            if tensor is None:  # (ops/_saved_operands.refuses_backward: its message)
+                raise AutogradError(version, op="backward")
             if tensor._vc[0] != version:
                 raise AutogradError(
                     "one of the variables needed for gradient computation has been modified "

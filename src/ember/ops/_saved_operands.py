@@ -39,3 +39,14 @@ def saves(result, *operands):
     if kept:
         fn._witnesses = (fn._witnesses or ()) + tuple(kept)
     return result
+
+
+def refuses_backward(result, message: str):
+    """Make backward through ``result``'s node raise ``message`` (a RuntimeError) when it
+    reaches it, as PyTorch's NotImplemented node of a call it has no derivative formula for
+    (``remainder(3.0, x)``); returns ``result``."""
+    fn = getattr(result, "grad_fn", None)
+    base = _node_names.NODE_BASE
+    if fn is not None and base is not None and isinstance(fn, base):
+        fn._witnesses = (fn._witnesses or ()) + ((None, message),)
+    return result

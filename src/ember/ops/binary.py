@@ -23,6 +23,7 @@ from ._created_nan import positive_created_nan
 from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
+from ._saved_operands import refuses_backward
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
@@ -44,6 +45,10 @@ def _binary_infer(name, bools=True):
         )
 
     return infer
+
+
+# PyTorch's node of a call it has no derivative formula for (ops/_saved_operands.py)
+NOT_IMPLEMENTED = "NotImplemented"
 
 
 def _binary(
@@ -70,7 +75,8 @@ def _binary(
     overloads=None,
 ):
     """``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
-    (number, tensor) overloads (None: the op's own), which promotion makes one call here;
+    (number, tensor) overloads, which promotion makes one call here (NOT_IMPLEMENTED: one
+    PyTorch has no derivative for, whose backward raises);
     ``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
@@ -111,7 +117,12 @@ def _binary(
             overload = overloads[1 if isinstance(y, TensorBase) else 0]
             if not isinstance(x, TensorBase):
                 overload = overloads[2]
-            return out if overload is None else rename_node(out, overload)
+            if overload == NOT_IMPLEMENTED:  # (PyTorch has no formula: backward refuses)
+                # (PyTorch's aten name, read off its first overload's node: Remainder...)
+                aten = overloads[0].removesuffix("Backward0").lower()
+                message = f"derivative for aten::{aten} is not implemented"
+                return refuses_backward(rename_node(out, overload), message)
+            return rename_node(out, overload)
 
     if alpha:
 
@@ -455,7 +466,7 @@ _binary(
     onnx=_onnx.composite(ox.onnx_mod),
     # (PyTorch's remainder of a number by a tensor has no gradient formula at all)
     grad_fn="RemainderBackward0",
-    overloads=("RemainderBackward0", "RemainderBackward1", None),
+    overloads=("RemainderBackward0", "RemainderBackward1", NOT_IMPLEMENTED),
 )
 _binary(
     "pow",
