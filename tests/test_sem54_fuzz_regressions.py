@@ -111,3 +111,15 @@ def test_remainder_of_a_number_by_a_tensor_has_no_derivative():
                 y.sum().backward()
         (x % 2.0).sum().backward()
         assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_pow_by_a_bool_exponent_tensor_refuses_backward():
+    # seed 5131 (wide): PyTorch's pow backward computes exponent - 1, refused for bool
+    for lib in (torch, ember):
+        x = lib.tensor([1.5, 2.5], requires_grad=True)
+        for exponent in (lib.tensor([True, False]), lib.tensor(True)):
+            y = lib.pow(x, exponent)  # (the forward is allowed)
+            with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool"):
+                y.sum().backward()
+        lib.pow(x, True).sum().backward()  # (a Python bool exponent differentiates)
+        assert x.grad.tolist() == [1.0, 1.0]

@@ -73,10 +73,12 @@ def _binary(
     grad_fn=None,
     clamp=None,
     overloads=None,
+    backward_refusal=None,
 ):
     """``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
     (number, tensor) overloads, which promotion makes one call here (NOT_IMPLEMENTED: one
-    PyTorch has no derivative for, whose backward raises);
+    PyTorch has no derivative for, whose backward raises); ``backward_refusal(x, y)``: the
+    message PyTorch's backward of the call raises with, or None;
     ``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
@@ -122,7 +124,9 @@ def _binary(
                 aten = overloads[0].removesuffix("Backward0").lower()
                 message = f"derivative for aten::{aten} is not implemented"
                 return refuses_backward(rename_node(out, overload), message)
-            return rename_node(out, overload)
+            refusal = None if backward_refusal is None else backward_refusal(x, y)
+            out = rename_node(out, overload)
+            return out if refusal is None else refuses_backward(out, refusal)
 
     if alpha:
 
@@ -308,6 +312,17 @@ def _no_bool(name, message):
     return check
 
 
+def _pow_backward_refusal(x, y):
+    """PyTorch's pow backward computes ``exponent - 1``, which a bool exponent tensor refuses
+    (only when backward runs: the forward is allowed)."""
+    if _is_tensor(y) and y.dtype is dt.bool_ and _is_tensor(x):
+        return (
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+    return None
+
+
 def _pow_check(x, y):
     if (
         _is_tensor(y)
@@ -473,6 +488,7 @@ _binary(
     _pow_kernel,
     _pow_vjp,
     overloads=("PowBackward0", "PowBackward1", "PowBackward2"),
+    backward_refusal=_pow_backward_refusal,
     check=_pow_check,
     onnx=_onnx.composite(ox.onnx_pow),
     complex=Complex.GRADIENT,
