@@ -6,9 +6,12 @@ table below is the only place that maps Python syntax to ops.
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import _meta
 from .ops import _autocast
 from .ops._node_names import rename_node
+from .ops._overlap import refuse_partial_overlap
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .ops._registry import _state as _registry_state
 from .ops._torch_keywords import with_torch_keywords
@@ -20,6 +23,14 @@ def _reflected(name):
         return PUBLIC[name](other, self)
 
     return method
+
+
+def _rtruediv(self, other):
+    """``2 / x``: PyTorch's ``x.reciprocal() * 2`` for a number (its rounding, MulBackward0's
+    node), a division otherwise."""
+    if type(other) in _NUMBERS:
+        return PUBLIC["mul"](PUBLIC["reciprocal"](self), other)
+    return PUBLIC["div"](other, self)
 
 
 def _rsub(self, other):
@@ -145,7 +156,43 @@ _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "g
 
 def _setitem(self, index, value) -> None:
     # ``x[index] = value``: index_put out of place, written into x by the in-place protocol
-    self._inplace("__setitem__", PUBLIC["index_put"], index, value)
+    if isinstance(value, TensorBase) and value.ndim:  # (a 0-d value is a fill: no check)
+        _refuse_overlap("__setitem__", _region(self, index), value)
+    self._inplace("__setitem__", _index_put, index, value)
+
+
+def _index_put(old, index, value):
+    return PUBLIC["index_put"](old, index, value)
+
+
+# (the region ``x[index] = value`` writes is checked against value by _setitem, not all of x)
+_index_put.overlap_ok = True
+
+
+def _is_basic(index) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or type(p) in (int, slice) for p in parts)
+
+
+def _region(self, index):
+    """The array ``x[index] = value`` writes, as PyTorch's overlap check sees it: the view for
+    basic indexing (ints, slices: a ``copy_`` into it), all of x for advanced indexing (an
+    ``index_put_``)."""
+    data = getattr(self, "_data", None)
+    if not isinstance(data, np.ndarray):
+        return None
+    if not _is_basic(index):
+        return data
+    try:
+        return data[index]
+    except (IndexError, TypeError):  # (the op itself refuses the index, in its words)
+        return None
+
+
+def _refuse_overlap(what: str, written, src) -> None:
+    data = getattr(src, "_data", None)
+    if isinstance(written, np.ndarray) and isinstance(data, np.ndarray):
+        refuse_partial_overlap(what, written, (data,))
 
 
 def _copy_(self, src):
@@ -160,6 +207,7 @@ def _copy_(self, src):
         from .errors import MetaDataError  # (a meta tensor has no values to copy: PyTorch's)
 
         raise MetaDataError("Cannot copy out of meta tensor; no data!", op="copy_")
+    _refuse_overlap("copy_", getattr(self, "_data", None), src)
     return self._inplace("copy_", lambda old: src.to(old.dtype).expand(old.shape))
 
 
@@ -206,6 +254,7 @@ def install(cls: type = Tensor) -> None:
         setattr(cls, f"__r{dunder}__", _shift(op, reflected=True))
         setattr(cls, f"__i{dunder}__", _inplace(f"__i{dunder}__", _shift(op)))
     cls.__rsub__ = _rsub
+    cls.__rtruediv__ = _rtruediv
     # Python 2's names of true division, which PyTorch's Tensor still has
     cls.__div__, cls.__rdiv__, cls.__idiv__ = cls.__truediv__, cls.__rtruediv__, cls.__itruediv__
     cls.__invert__ = _logical("logical_not")

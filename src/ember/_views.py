@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dtypes as _dt
 from .errors import AutogradError, TraceError
 from .ops import _registry as _reg
 
@@ -114,7 +115,8 @@ def _positions(shape, chain, is_complex=False, numbers=None):
             current = (op.as_view or op.kernel)(current, **attrs)
         except ValueError:  # (``as_view`` raises where the kernel would copy)
             return None
-        if not np.may_share_memory(current, numbers):
+        # (an empty view shares no memory, yet is one: its write still goes through the base)
+        if np.size(current) and not np.may_share_memory(current, numbers):
             return None
     if is_complex:
         if np.asarray(current).dtype.kind != "c":
@@ -219,7 +221,8 @@ def _graph_positions(value):
     for node, index in reversed(chain):
         out = (node.op.as_view or node.op.kernel)(current, **node.attrs)
         current = out[index] if isinstance(out, (tuple, list)) else out
-        if not np.may_share_memory(current, numbers):
+        # (an empty view shares no memory, yet is one: its write still goes through the base)
+        if np.size(current) and not np.may_share_memory(current, numbers):
             return None
     return np.asarray(current)
 
@@ -314,6 +317,11 @@ def write_through(view, what: str, positions) -> None:
 
     def scatter(old):
         values = view.reshape(-1).to(old.dtype)
+        if not positions.size:
+            # an empty view moves nothing, but the base's history still runs through the
+            # view's, as PyTorch's CopySlices does (its backward checks what that saved)
+            everywhere = _reg.PUBLIC["full"](old.shape, True, dtype=_dt.bool_)
+            return _reg.PUBLIC["where"](everywhere, old, values.sum())
         return old.reshape(-1).scatter(0, flat, values).reshape(old.shape)
 
     counter = getattr(base, "_vc", None)  # (eager; a graph value has none)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import autograd_node_hooks as _node_hooks
 from .grad_mode import set_grad_enabled
+from .ops import _memory_format
 from .ops import api as _reg_api
 from .ops.sparse_tensor import SparseTensor
 from .tensor import GRAD_SLOT, Tensor
@@ -76,6 +77,8 @@ class AccumulateGrad:
             # a gradient array may also be held by another leaf or be a read-only view
             if arr.base is not None or id(arr) in claimed or not arr.flags.writeable:
                 arr = arr.copy()
+            if t.grad is None and type(arr) is np.ndarray and type(t._data) is np.ndarray:
+                arr = _in_layout_of(t._data, arr)
             claimed.add(id(arr))
             g = Tensor._wrap(arr)
         current = t.grad
@@ -95,6 +98,18 @@ class AccumulateGrad:
         else:
             with set_grad_enabled(create_graph):
                 t.grad = current + g
+
+
+def _in_layout_of(leaf: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """A leaf's first gradient laid out as the leaf (PyTorch's AccumulateGrad layout
+    contract, for the layouts ember makes): row-major for a row-major leaf, channels-last
+    for a channels-last one."""
+    if leaf.flags.c_contiguous:
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    fmt = _memory_format.preserved(leaf)
+    if fmt is None or _memory_format.is_in(arr, fmt):
+        return arr
+    return _memory_format.laid_out(arr, fmt)
 
 
 def _add_sparse(current, g: SparseTensor, create_graph: bool):

@@ -83,6 +83,7 @@ class Node:
         "_pre_hooks",
         "_retained",
         "_extras",
+        "_witnesses",
         "__weakref__",
     )
 
@@ -133,6 +134,7 @@ class Node:
         self._pre_hooks = None
         self._retained = None  # output_nr -> weakref of a tensor whose .grad keeps the gradient
         self._extras = None  # the node's own hooks and metadata (autograd_node_hooks.py)
+        self._witnesses = None  # operands PyTorch's node saves (ops/_saved_operands.py)
         self._saved_in = saved
         self._saved_out = (
             {i: (outputs[i]._data, outputs[i]._vc, outputs[i]._vc[0]) for i in op.save_outputs}
@@ -210,8 +212,23 @@ class Node:
             op="backward",
         )
 
+    def _check_witnesses(self) -> None:
+        """Refuse a run after an operand PyTorch's node of this call saves changed in place."""
+        for tensor, version in self._witnesses:
+            if tensor is None:  # (ops/_saved_operands.refuses_backward: its message)
+                raise AutogradError(version, op="backward")
+            if tensor._vc[0] != version:
+                raise AutogradError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: an operand of {self.name()} (it is at version "
+                    f"{tensor._vc[0]}; backward expected version {version}); use the "
+                    "out-of-place form of the later operation, or clone() before it",
+                    op="backward",
+                )
+
     def release(self) -> None:
         self._saved_in = _FREED
+        self._witnesses = None
         self._saved_out = _NO_OUTPUTS
 
     register_hook = _node_hooks.register_hook
@@ -231,6 +248,8 @@ class Node:
             )
         if self._saved_in is _FREED:
             self._check_saved()  # (raises)
+        if self._witnesses is not None:
+            self._check_witnesses()
         if _reg.conformance is not None:
             _reg.conformance.vjp.add(op.name)
         if len(grads) == 1:  # (one output: most ops)

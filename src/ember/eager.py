@@ -24,6 +24,7 @@ from . import dtypes as _dt
 from .autograd_node import Node
 from .errors import EmberError, OutOfMemoryError
 from .ops import _registry as _reg
+from .ops._memory_format import lay_out_results as _lay_out_results
 from .tensor import Tensor
 from .types import TensorType
 
@@ -112,8 +113,11 @@ class EagerMode(_reg.Mode):
             raise EmberError(
                 f"kernel failed on inputs of shapes {shapes}: {exc}", op=op.name
             ) from exc
+        layout = op.layout  # (PyTorch's memory format of a 4-d or 5-d result: its operands')
         if op.num_outputs == 1:  # (the common case, without the tuples of outputs)
             out = _wrap(result if type(result) is _ndarray else np.asarray(result))
+            if layout is not None and 3 < out._data.ndim < 6:
+                _lay_out_results(layout, inputs, (out,))
             if op.view or _reg.conformance is not None:
                 _mark_outputs(op, attrs, inputs, (out,), (out_type,))
             if requires and _state.grad_enabled and out._data.dtype in _FLOATING:
@@ -122,6 +126,8 @@ class EagerMode(_reg.Mode):
             return out
         outs = tuple([_wrap(a if type(a) is _ndarray else np.asarray(a)) for a in result])
         out_types = tuple(out_type)
+        if layout is not None:
+            _lay_out_results(layout, inputs, outs)
         _mark_outputs(op, attrs, inputs, outs, out_types)
         if requires and _state.grad_enabled:
             floating = [t._data.dtype in _FLOATING for t in outs]

@@ -29,6 +29,7 @@ from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
+from .ops._overlap import refuse_partial_overlap as _refuse_partial_overlap
 from .ops._util import fit_inplace_result
 from .size import Size
 
@@ -370,6 +371,8 @@ class Tensor(_reg.TensorBase):
         """
         if _meta.active[0] and type(self._data) is _meta.MetaArray:
             return self._meta_inplace(name, fn, args, kwargs)
+        if not (getattr(fn, "one_value", False) or getattr(fn, "overlap_ok", False)):
+            _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs))
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
         self._check_inplace(name)
@@ -635,6 +638,18 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._table.pop(self._key, None)
+
+
+def _operand_arrays(args, kwargs) -> list:
+    """The arrays of the tensors among an in-place op's arguments (or in lists or tuples of
+    them, index_put_'s indices): what it reads while it writes."""
+    arrays = []
+    for arg in (*args, *kwargs.values()):
+        if isinstance(arg, (list, tuple)):
+            arrays.extend(_operand_arrays(arg, {}))
+        elif isinstance(arg, Tensor) and isinstance(arg._data, np.ndarray):
+            arrays.append(arg._data)
+    return arrays
 
 
 def _any_requires_grad(args, kwargs) -> bool:

@@ -69,6 +69,18 @@ SAMPLES += [
         "hypot", lambda a, b: ember.hypot(a, b), (A, B), torch_fn=lambda a, b: _torch().hypot(a, b)
     ),
     Sample(
+        "xlogy",
+        lambda a, b: ember.special.xlogy(a, b),
+        (A, POS),
+        torch_fn=lambda a, b: _torch().special.xlogy(a, b),
+    ),
+    Sample(
+        "xlog1py/broadcast",
+        lambda a, b: ember.special.xlog1py(a, b),
+        (A, POS[0]),
+        torch_fn=lambda a, b: _torch().special.xlog1py(a, b),
+    ),
+    Sample(
         "logaddexp",
         lambda a, b: ember.logaddexp(a, b),
         (A, B[0]),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import warnings
 
-from .. import dtypes as dt
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError, ShapeError, user_stacklevel
 from ..grad_mode import is_grad_enabled
 from ..ops import api as E
@@ -51,16 +50,15 @@ def float_input(
 ):
     """``x`` as a tensor, which must be floating point (losses and norms are float-only), or
     complex with ``complex_ok`` (the functions PyTorch computes in complex too). With
-    ``integers`` an integer tensor is taken in the default float dtype: the losses PyTorch
-    computes on integers (margin ranking, cosine embedding, triplet margin, Poisson NLL), whose
-    float margin or eps promotes them. (PyTorch computes their integer terms, differences and
-    products, in the integer dtype first: values that overflow it, uint8's 1 - 2, wrap there
-    and not here.)"""
+    ``integers`` an integer tensor is taken as it is: the losses PyTorch computes on integers
+    (margin ranking, cosine embedding, triplet margin, Poisson NLL) compute their integer terms,
+    differences and products, in the integer dtype first (values that overflow it, uint8's
+    1 - 2, wrap, as in PyTorch) and their float margin or eps then promotes them."""
     x = to_tensor(x)
     if complex_ok and x.dtype.is_complex:
         return x
     if integers and x.dtype.is_integer:
-        return x.to(dt.get_default_dtype())
+        return x
     if not x.dtype.is_floating_point:
         raise KernelDTypeError(
             f"{what} must be a floating-point tensor, got {x.dtype}; convert it with .float()",

@@ -175,8 +175,20 @@ def _clamp_strict(x, lo: float, hi: float):
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     """Clamp into ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
     if isinstance(input, TensorBase) and input.dtype.is_integer and not inplace:
-        # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it)
-        return E.clamp(input, int(min_val), int(max_val))
+        # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it), and
+        # refuses an unsigned one with a bound negative once truncated (the default -1)
+        lo, hi = int(min_val), int(max_val)
+        if min_val > max_val:
+            raise ArgumentError(
+                f"min_val cannot be greater than max_val ({min_val} > {max_val})", op="hardtanh"
+            )
+        if input.dtype.np.kind == "u" and (lo < 0 or hi < 0):
+            raise ArgumentError(
+                f"cannot do hardtanh on an unsigned type with negative limits (min_val "
+                f"{min_val}, max_val {max_val}, {input.dtype})",
+                op="hardtanh",
+            )
+        return E.clamp(input, lo, hi)
     x = _activation("hardtanh", input)
     if _items.any_item(min_val, max_val):  # (bounds in the wrong order, unseen, give max_val)
         return _maybe_inplace("hardtanh", x, inplace, lambda t: IA.hardtanh(t, min_val, max_val))

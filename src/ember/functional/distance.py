@@ -10,6 +10,7 @@ them), which the ``where`` around the square root below encodes.
 
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
@@ -77,13 +78,15 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
     """``norm(x1 - x2 + eps, p)`` over the last dimension (PyTorch adds ``eps`` to the
     difference, so equal inputs are ``eps`` apart and the norm stays differentiable)."""
-    a, b = promote(to_tensor(x1), to_tensor(x2), floating=True)
+    # (integer operands subtract in their dtype, wrapping as PyTorch's, before eps, a float,
+    # promotes the difference)
+    a, b = promote(to_tensor(x1), to_tensor(x2))
     ndim = max(a.ndim, b.ndim)
     if ndim == 0:
         raise ShapeError(
             "expected inputs of at least 1 dimension, got 0-d ones", op="pairwise_distance"
         )
-    diff = a - b + _items.number(eps)
+    diff = _floating(a - b + _items.number(eps))
     return _p_norm(diff, float(p), ndim - 1, keepdim)
 
 
@@ -143,8 +146,15 @@ def margin_ranking_terms(input1, input2, target, margin, reduction: str, *, same
             f"{fmt_shape(x1.shape)}, {fmt_shape(x2.shape)} and {fmt_shape(y.shape)}",
             op="margin_ranking_loss",
         )
-    loss = E.clamp(-y * (x1 - x2) + _items.number(margin), min=0)
+    loss = E.clamp(_floating(-y * (x1 - x2) + _items.number(margin)), min=0)
     return reduce_loss(loss, reduction)
+
+
+def _floating(x):
+    """``x`` in the default float dtype where it is an integer tensor: PyTorch's margin and
+    eps are doubles, which promote the integer terms they are added to even when given as an
+    int (margin=0)."""
+    return E.cast(x, dt.get_default_dtype()) if x.dtype.is_integer else x
 
 
 _EPSILON = 1e-12  # PyTorch's cosine_embedding_loss guard on the squared magnitudes

@@ -199,7 +199,7 @@ def poisson_nll_loss(
     op = "poisson_nll_loss"
     reduction = reduction_arg(op, reduction, size_average, reduce)
     x = float_input(op, input, complex_ok=True, integers=True)
-    x, t = promote(x, to_tensor(target), floating=True)
+    x, t = promote(x, to_tensor(target))  # (integers: t * x wraps in their dtype, as PyTorch's)
     if log_input:
         loss = E.exp(x) - t * x
     else:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, user_stacklevel
+from ..ops import _memory_format
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._linspace_values import linspace_values
@@ -321,6 +322,7 @@ def interpolate(
         x = apply(LINEAR_RESAMPLE, x, *(to_tensor(a) for a in taps), axis=axis)
     if narrow is not None:
         x = E.cast(x, narrow)
+    x = _memory_format.keep_format(x, source)  # (PyTorch's kernels keep the format)
     return rename_node(x, _node_name(mode, dims, antialias), source)
 
 

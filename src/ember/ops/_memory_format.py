@@ -3,10 +3,14 @@
 A tensor ``x.to(memory_format=ember.channels_last)`` holds its values in NHWC order (NDHWC for
 ``channels_last_3d``), viewed as NCHW: its ``stride()``, ``is_contiguous()`` and
 ``is_contiguous(memory_format=...)`` say what PyTorch's say. Ops read it as any strided array;
-elementwise results and casts keep the order (NumPy's order "K"), ``clone`` and the ``*_like``
-factories keep it as PyTorch's ``preserve_format`` does, and other ops return row-major results
-(PyTorch's convolutions would return channels-last ones: the values are the same). A graph's
-values are dense and row-major; capture ignores the format.
+casts keep the order (NumPy's order "K"), ``clone`` and the ``*_like`` factories keep it as
+PyTorch's ``preserve_format`` does, and an op's ``layout`` rule (`result_format`) gives its eager
+results the channels-last format PyTorch's kernels would: elementwise results that of their
+first operand of the result's shape, convolutions, pooling, batch and group normalization,
+linear interpolation and padding that of their data operand (a convolution's weight too).
+Other ops return row-major results. A leaf's gradient takes the leaf's format (PyTorch's
+AccumulateGrad layout contract, autograd_accumulate.py). A graph's values are dense and
+row-major; capture ignores the format.
 """
 
 from __future__ import annotations
@@ -82,3 +86,47 @@ def wants_copy(arr, fmt) -> bool:
     if fmt is contiguous_format:
         return not arr.flags.c_contiguous
     return _rank(fmt) is not None and not is_in(arr, fmt)
+
+
+def result_format(rule, inputs, out: np.ndarray):
+    """The channels-last format an op's ``layout`` rule (ops/_rules.py `Layout`) gives a 4-d
+    or 5-d result ``out`` of eager operands ``inputs``, or None (row-major, as the kernel made
+    it). Row-major operands, the common case, are told apart by one flag."""
+    if rule.inputs is None:  # (elementwise: the first operand of the result's shape)
+        shape = out.shape
+        for t in inputs:
+            arr = t._data
+            if arr.shape == shape:
+                if arr.flags.c_contiguous or type(arr) is not np.ndarray:
+                    return None
+                return preserved(arr)
+        return None
+    rank = out.ndim
+    for i in rule.inputs:
+        if i < len(inputs):
+            arr = inputs[i]._data
+            if arr.ndim == rank and not arr.flags.c_contiguous and type(arr) is np.ndarray:
+                fmt = preserved(arr)
+                if fmt is not None:
+                    return fmt
+    return None
+
+
+def lay_out_results(rule, inputs, outs) -> None:
+    """Give each 4-d or 5-d tensor of ``outs`` (eager tensors just made) the format ``rule``
+    says."""
+    for t in outs:
+        data = t._data
+        if (data.ndim == 4 or data.ndim == 5) and type(data) is np.ndarray:
+            fmt = result_format(rule, inputs, data)
+            if fmt is not None and not is_in(data, fmt):
+                t._data = laid_out(data, fmt)
+
+
+def keep_format(result, source):
+    """``result``, a tensor a composite just made from ``source``, laid out channels-last where
+    ``source`` is (the format PyTorch's one kernel for the composite keeps); returns it."""
+    data = getattr(source, "_data", None)
+    if result is not source and isinstance(data, np.ndarray):
+        relayout(result, preserved(data))
+    return result

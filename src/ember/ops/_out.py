@@ -18,8 +18,11 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError, EmberError, user_stacklevel
+from ._overlap import refuse_partial_overlap
 from ._registry import TensorBase as Tensor
 from ._registry import is_grad_enabled, set_grad_enabled_flag
 
@@ -42,11 +45,34 @@ def taking_out(fn, name: str, rename=None):
         out = kwargs.pop("out")
         if out is None:
             return fn(*args, **kwargs)
+        if getattr(fn, "out_overlap_refused", False):
+            _refuse_overlap(name, out, (*args, *kwargs.values()))
         # (a function of no tensor, a factory, resizes ``out`` silently, as PyTorch's do)
         made = not any(isinstance(a, Tensor) for a in (*args, *kwargs.values()))
         return _write(name, fn(*args, **kwargs), out, warn=not made)
 
     return call
+
+
+def _refuse_overlap(name: str, out, operands) -> None:
+    """PyTorch's refusal of an operand (or one in a list of them, cat's) partly overlapping
+    ``out`` (or one of a tuple of them, sort's) (ops/_overlap.py)."""
+    arrays = [a for a in map(_array, _flat(operands)) if a is not None]
+    for written in map(_array, _flat((out,))):
+        if written is not None:
+            refuse_partial_overlap(name, written, arrays)
+
+
+def _flat(values) -> list:
+    flat = []
+    for v in values:
+        flat.extend(v if isinstance(v, (list, tuple)) else (v,))
+    return flat
+
+
+def _array(value):
+    data = getattr(value, "_data", None) if isinstance(value, Tensor) else None
+    return data if isinstance(data, np.ndarray) else None
 
 
 def _write(name: str, result, out, *, warn: bool):

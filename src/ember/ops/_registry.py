@@ -41,7 +41,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError
-from ._rules import Complex
+from ._rules import Complex, Layout
+
+_ELEMENTWISE_LAYOUT = Layout(None)  # (the first operand of the result's shape decides)
 
 _GRADIENT = Complex.GRADIENT
 
@@ -123,6 +125,7 @@ class OpDef:
     pattern: Any = None  # PatternRule: the op computes a subgraph of other ops (ops/_rules.py)
     float8: bool = False  # the op takes float8 operands: it moves or compares values only
     grad_fn: Any = None  # PyTorch's name of the call's backward node (ops/_node_names.py)
+    layout: Any = KIND_DEFAULT  # Layout: an eager result's memory format (ops/_rules.py)
     run: Callable[..., Any] = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -136,6 +139,8 @@ class OpDef:
             raise ArgumentError(
                 f"op {self.name}: the complex rule is a Complex, got {self.complex!r}"
             )
+        if self.layout is KIND_DEFAULT:
+            self.layout = _ELEMENTWISE_LAYOUT if self.kind == "elementwise" else None
         self._bind_run()
 
     def _bind_run(self) -> None:

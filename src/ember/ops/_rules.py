@@ -154,6 +154,12 @@ Transforms
   output channel (dimension 1) in one weight operand: which operand, how its elements map to
   output channels, and where a per-channel shift goes (its own bias operand, or an add after
   it): conv, conv_input_grad (the transposed convolution), linear on a matrix.
+
+Memory format (eager.py; ops/_memory_format.py)
+* ``layout``: a `Layout`: which operands' channels-last memory format an eager result takes, as
+  PyTorch's kernels suggest it (a 4-d or 5-d result only). Elementwise ops take
+  ``Layout(None)`` unless they say otherwise: the first operand of the result's shape decides,
+  as PyTorch's TensorIterator orders its output by its first operand.
 """
 
 from __future__ import annotations
@@ -171,6 +177,7 @@ __all__ = [
     "EpilogueRule",
     "FusedRule",
     "Identity",
+    "Layout",
     "PatternRule",
     "PickRule",
     "Producer",
@@ -410,3 +417,10 @@ class FusedRule(NamedTuple):
     outputs: Callable[[dict], tuple]
     producer: Callable[[dict], Producer | None]
     keys: tuple = ()  # the attributes the three read (a table of the rest stays readable)
+
+
+class Layout(NamedTuple):
+    """An eager result is channels-last where one of the operands at ``inputs`` is (None: the
+    first operand of the result's shape decides, channels-last or row-major)."""
+
+    inputs: tuple | None = None

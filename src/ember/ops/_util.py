@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ..dtypes import DType, bfloat16, float16
 from ..errors import (
     ArgumentError,
@@ -224,14 +226,37 @@ def check_scalars(op: str, dtype: DType, *scalars) -> None:
 
 
 def check_fill_value(op: str, value, dtype: DType) -> None:
-    """A Python complex written into a real tensor (masked_fill, scatter's value): refused as
-    PyTorch refuses it, where a real one would be cast."""
+    """A Python number written into a tensor (full, fill_, masked_fill, index_fill, scatter's
+    value, where's and clamp's numbers, ``x[i] = v``), refused as PyTorch's ``checked_convert``
+    refuses it: a complex one into a real tensor, and one outside an integer dtype's range
+    (an unsigned one takes negatives down to minus its maximum, which wrap), where arithmetic
+    (``u8 + 300``) would wrap it silently."""
     if isinstance(value, complex) and not dtype.is_complex:
         raise ArgumentError(
             f"value {value!r} cannot be converted to type {dtype} without overflow (a complex "
             "value for a real tensor)",
             op=op,
         )
+    if (
+        type(value) in (int, float)
+        and dtype.is_integer
+        and not dtype.is_bool
+        and _overflows(value, np.iinfo(dtype.np))
+    ):
+        raise ArgumentError(
+            f"value cannot be converted to type {dtype.np.name}_t without overflow (value "
+            f"{value!r}, tensor of {dtype})",
+            op=op,
+        )
+
+
+def _overflows(value, info) -> bool:
+    """c10's ``overflows<To>(value)``: beyond the maximum, or below the minimum (an unsigned
+    type's minimum being minus its maximum); infinities overflow, NaN does not."""
+    if value > info.max:
+        return True
+    lowest = -int(info.max) if info.min == 0 else int(info.min)
+    return value < lowest
 
 
 def refuse_complex(op: str, *tensors, reason: str | None = None) -> None:

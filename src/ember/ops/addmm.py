@@ -248,3 +248,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
             op="addmm",
         )
     return apply(_ADDMM, input, mat1, mat2, beta=beta, alpha=alpha)
+
+
+# (PyTorch's addmm_ is a product into its input, not an elementwise kernel: it does not
+# refuse operands overlapping the input, ops/_overlap.py)
+addmm.overlap_ok = True

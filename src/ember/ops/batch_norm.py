@@ -33,6 +33,7 @@ from . import _batching, _onnx
 from . import api as E
 from ._half import HALF
 from ._registry import Cost, OpDef, apply, register
+from ._rules import Layout
 from ._util import fmt_shape, io_bytes, numel, require_float, value_bytes
 
 HALF_TYPES = (dt.float16, dt.bfloat16)
@@ -462,6 +463,7 @@ def _onnx_batch_norm_train(e):
 BATCH_NORM_TRAIN = register(
     OpDef(
         name="batch_norm_train",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn="NativeBatchNormBackward0",
         onnx=_onnx_batch_norm_train,
         kind="nn",
@@ -520,6 +522,7 @@ def _onnx_batch_norm_backward(e):
 BATCH_NORM_BACKWARD = register(
     OpDef(
         name="batch_norm_backward",
+        layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_batch_norm_backward,
         kind="nn",
         infer=_backward_infer,
@@ -548,6 +551,7 @@ def _onnx_batch_norm_eval(e):
 BATCH_NORM_EVAL = register(
     OpDef(
         name="batch_norm_eval",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn="NativeBatchNormBackward0",
         onnx=_onnx_batch_norm_eval,
         kind="nn",

@@ -20,8 +20,10 @@ from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
 from ._created_nan import positive_created_nan
-from ._registry import OpDef, apply, constant, export, register
+from ._node_names import rename_node
+from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
+from ._saved_operands import refuses_backward
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
@@ -45,6 +47,10 @@ def _binary_infer(name, bools=True):
     return infer
 
 
+# PyTorch's node of a call it has no derivative formula for (ops/_saved_operands.py)
+NOT_IMPLEMENTED = "NotImplemented"
+
+
 def _binary(
     name,
     kernel,
@@ -66,8 +72,14 @@ def _binary(
     complex=None,
     grad_fn=None,
     clamp=None,
+    overloads=None,
+    backward_refusal=None,
 ):
-    """``identity``: the constants that leave the other operand unchanged (an `Identity`), the
+    """``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
+    (number, tensor) overloads, which promotion makes one call here (NOT_IMPLEMENTED: one
+    PyTorch has no derivative for, whose backward raises); ``backward_refusal(x, y)``: the
+    message PyTorch's backward of the call raises with, or None;
+    ``identity``: the constants that leave the other operand unchanged (an `Identity`), the
     unchanged, exactly (for transforms/simplify.py); ``c``: the op as a C expression over
     ``{0}`` and ``{1}`` for fused kernels (see `_unary`); ``check(x, y)``: refuses operands
     before promotion (what PyTorch refuses that promotion would hide, a bool tensor);
@@ -98,6 +110,23 @@ def _binary(
         if _meta.active[0]:
             _meta.refuse_mixed(name, (x, y))
         return apply(op, *promote(x, y, floating=floating))
+
+    if overloads is not None:
+        plain = fn
+
+        def fn(x, y):
+            out = plain(x, y)
+            overload = overloads[1 if isinstance(y, TensorBase) else 0]
+            if not isinstance(x, TensorBase):
+                overload = overloads[2]
+            if overload == NOT_IMPLEMENTED:  # (PyTorch has no formula: backward refuses)
+                # (PyTorch's aten name, read off its first overload's node: Remainder...)
+                aten = overloads[0].removesuffix("Backward0").lower()
+                message = f"derivative for aten::{aten} is not implemented"
+                return refuses_backward(rename_node(out, overload), message)
+            refusal = None if backward_refusal is None else backward_refusal(x, y)
+            out = rename_node(out, overload)
+            return out if refusal is None else refuses_backward(out, refusal)
 
     if alpha:
 
@@ -198,9 +227,11 @@ def _pow_vjp(c, g):
         # 0 where y == 0 (x ** 0 is constant 1), also at x == 0 where y * x ** -1 is 0 * inf
         gx = _reduce_to(E.where(y == 0, 0, g * y * E.pow(x, y - 1)), c.in_types[0])
     if ny:
-        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention)
+        # d/dy x**y = x**y log x; define it as 0 where x == 0 and y >= 0 (PyTorch's convention,
+        # pow_backward_exponent's: g times the selected term, so a NaN or infinite g still
+        # makes NaN there, and the product rounded as PyTorch's)
         zero_base = E.logical_and(x == 0, y >= 0)
-        gy = _reduce_to(E.where(zero_base, 0, g * E.pow(x, y) * E.log(x)), c.in_types[1])
+        gy = _reduce_to(g * E.where(zero_base, 0, E.pow(x, y) * E.log(x)), c.in_types[1])
     return gx, gy
 
 
@@ -216,7 +247,7 @@ def _complex_pow_vjp(c, g):
     if ny:
         zero_base = E.logical_and(x == 0, E.real(y) >= 0)
         safe = E.where(zero_base, 1, x)
-        gy = E.where(zero_base, 0, g * E.conj(E.pow(safe, y) * E.log(safe)))
+        gy = g * E.where(zero_base, 0, E.conj(E.pow(safe, y) * E.log(safe)))
         gy = _reduce_to(gy, c.in_types[1])
     return gx, gy
 
@@ -279,6 +310,17 @@ def _no_bool(name, message):
                 raise DTypeError(message, op=name)
 
     return check
+
+
+def _pow_backward_refusal(x, y):
+    """PyTorch's pow backward computes ``exponent - 1``, which a bool exponent tensor refuses
+    (only when backward runs: the forward is allowed)."""
+    if _is_tensor(y) and y.dtype is dt.bool_ and _is_tensor(x):
+        return (
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+    return None
 
 
 def _pow_check(x, y):
@@ -437,14 +479,16 @@ _binary(
     method=("mod", "remainder"),
     bools=False,
     onnx=_onnx.composite(ox.onnx_mod),
-    # (PyTorch's remainder's node; its Tensor-Tensor overload's is RemainderBackward1, which
-    # a promoted Python number no longer tells apart)
+    # (PyTorch's remainder of a number by a tensor has no gradient formula at all)
     grad_fn="RemainderBackward0",
+    overloads=("RemainderBackward0", "RemainderBackward1", NOT_IMPLEMENTED),
 )
 _binary(
     "pow",
     _pow_kernel,
     _pow_vjp,
+    overloads=("PowBackward0", "PowBackward1", "PowBackward2"),
+    backward_refusal=_pow_backward_refusal,
     check=_pow_check,
     onnx=_onnx.composite(ox.onnx_pow),
     complex=Complex.GRADIENT,

@@ -198,6 +198,8 @@ def concat(tensors, dim=0, *, axis=None):
     return apply(CONCAT, *tensors, axis=a)
 
 
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+concat.out_overlap_refused = True
 export(concat, name="cat")
 export(concat, name="concatenate")
 
@@ -243,6 +245,9 @@ def split(x, split_size_or_sections, dim=0, *, axis=None):
         sizes = tuple(min(spec, n - i) for i in range(0, n, spec)) or (0,)
     else:
         sizes = tuple(s if isinstance(s, SymDim) else int(s) for s in spec)
+        pieces = apply(SPLIT, x, sizes=sizes, axis=a)
+        rename_node(pieces[0], "SplitWithSizesBackward0", x)  # (the pieces' one node)
+        return pieces
     return apply(SPLIT, x, sizes=sizes, axis=a)
 
 

@@ -134,6 +134,11 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 export(baddbmm, method=True, inplace=True)
 
 
+# (PyTorch's baddbmm_ is a product into its input, not an elementwise kernel: it does not
+# refuse operands overlapping the input, ops/_overlap.py)
+baddbmm.overlap_ok = True
+
+
 # ----------------------------------------------------------------------------------- cdist
 
 _CDIST_MODES = (

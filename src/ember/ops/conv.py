@@ -48,7 +48,7 @@ from ._conv_dispatch import (
     _half_workspace,
 )
 from ._registry import Cost, OpDef, apply, register
-from ._rules import Autocast, ChannelWeights, Complex
+from ._rules import Autocast, ChannelWeights, Complex, Layout
 from ._util import fmt_shape, io_bytes, numel, require_float_or_complex
 from .conv_lift import lifted
 
@@ -373,6 +373,7 @@ _CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)
 CONV = register(
     OpDef(
         name="conv",
+        layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         grad_fn="ConvolutionBackward0",
         autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv,
@@ -402,6 +403,7 @@ CONV = register(
 CONV_INPUT_GRAD = register(
     OpDef(
         name="conv_input_grad",
+        layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         grad_fn="ConvolutionBackward0",  # (PyTorch's transposed convolution's node)
         autocast=Autocast.LOWER,
         onnx=oxc.onnx_conv_input_grad,

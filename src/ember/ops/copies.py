@@ -16,6 +16,9 @@ COPY = register(
     OpDef(
         name="copy",
         grad_fn="CloneBackward0",
+        # (contiguous() copies into row-major order, clone() keeps the source's: the callers
+        # choose, not the elementwise default)
+        layout=None,
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx.node("Identity"),

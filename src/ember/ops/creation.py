@@ -26,7 +26,7 @@ from ._registry import (
     is_traced,
     register,
 )
-from ._util import memory_cost, size_arg
+from ._util import check_fill_value, memory_cost, size_arg
 
 
 def _full_kernel(*, shape, value, dtype):
@@ -80,6 +80,7 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
     elif isinstance(fill_value, complex):
         raise DTypeError(f"a complex fill value {fill_value!r} for a {d} tensor", op="full")
     else:
+        check_fill_value("full", fill_value, d)
         value = (
             bool(fill_value)
             if d.is_bool

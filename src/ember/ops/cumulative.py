@@ -124,6 +124,10 @@ def cumsum(x, dim=None, *, axis=None, dtype=None):
     return _scan(_CUMSUM, x, dim, axis, dtype)
 
 
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+cumsum.out_overlap_refused = True
+
+
 def _cumprod_kernel(x, *, axis):
     """Running products accumulated as PyTorch does: float32 in double, half precision in
     float32, each output rounded once; integers and bools in int64."""

@@ -53,6 +53,9 @@ def _direct_inplace(fn, kernel, float_only: bool) -> None:
     if isinstance(kernel, np.ufunc):
         fn.ufunc = kernel
         fn.ufunc_float_only = float_only
+    # (an elementwise op's out= refuses operands partly overlapping out, as PyTorch's
+    # TensorIterator does: ops/_out.py, ops/_overlap.py)
+    fn.out_overlap_refused = True
 
 
 def _unary_infer(name, float_only, bools=False, real_result=False):

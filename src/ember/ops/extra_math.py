@@ -22,11 +22,12 @@ from ..errors import DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
+from ._created_nan import positive_created_nan
 from ._node_names import rename_node, renames
 from ._registry import INPLACE, PUBLIC, OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Complex
 from ._util import elementwise_cost, require_float, same_type
-from .binary import _binary
+from .binary import _binary, _binary_infer, _reduce_to
 from .elementwise import _unary
 from .promotion import promote, to_tensor
 
@@ -458,38 +459,104 @@ def sinc(input):
     return E.where(zero, 1.0, E.sin(safe) / safe)
 
 
-def _xlog(name, log, floor, node=None):
-    """x * log(y) (``floor``: where the log's domain ends, 0; log1p's -1), 0 where x is 0 and y
-    is not NaN, with PyTorch's gradients: ``log(y)`` for x, 0 where x is 0 and y <= floor
-    (PyTorch's mask); ``x / y`` for y, NaN at x = 0, y = floor, as PyTorch's division gives.
+# ------------------------------------------------------------------------ xlogy and xlog1py
+# one op each, so their gradients are PyTorch's formulas (derivatives.yaml): for x
+# ``xlogy(g, y)`` masked to 0 where x is 0 and y <= floor (log's 0, log1p's -1), for y
+# ``g * x / y`` (``/ (y + 1)``), unmasked: an infinite g gives +-inf, 0 / 0 NaN and -0.0 keep
+# their IEEE values there, as in PyTorch (a composite of selects gave other ones)
 
-    The result selects, by ``where``, between two products: ``at_zero`` (x is 0), whose log
-    reads its 0 (at y = floor + 1) where it is not finite, so its value is 0 and x's gradient
-    the masked log; and ``elsewhere``, whose x reads 0 there, so the 0 gradient it gets there
-    still divides by y into y's gradient: 0 / 0 is PyTorch's NaN. (At x = 0, y = inf, x's
-    gradient is 0; PyTorch's is inf.)"""
+
+def _xlog_kernel(log):
+    created = positive_created_nan(log)
+
+    def kernel(x, y):
+        """PyTorch's: NaN where y is NaN, +0 where x is 0, else x * log(y); 16-bit floats
+        computed in float32, rounded once."""
+        dtype = x.dtype
+        if dtype.itemsize == 2:
+            x, y = x.astype(np.float32), y.astype(np.float32)
+        with np.errstate(all="ignore"):
+            out = x * created(y)
+        out = np.where(x == 0, out.dtype.type(0), out)
+        out = np.where(np.isnan(y), out.dtype.type(np.nan), out)
+        return np.asarray(out.astype(dtype, copy=False))
+
+    return kernel
+
+
+def _xlog_vjp(floor, shift):
+    def vjp(c, g):
+        x, y = c.inputs
+        nx, ny = c.needs_input_grad
+        gx = gy = None
+        if nx:
+            fill = E.logical_and(x == 0, y <= floor)
+            gx = _reduce_to(E.where(fill, 0.0, apply(c.op, g, y)), c.in_types[0])
+        if ny:
+            gy = _reduce_to(g * x / (y + shift if shift else y), c.in_types[1])
+        return gx, gy
+
+    return vjp
+
+
+def _xlog_onnx(op_type):
+    def rule(e, x, y):
+        dtype = e.out_types[0].dtype
+        log = _onnx.log1p(e, y, dtype) if op_type == "Log1p" else e.node("Log", [y])
+        product = e.node("Mul", [x, log])
+        zero = e.node("Equal", [x, _onnx.scalar(e, 0, dtype)])
+        out = e.node("Where", [zero, _onnx.scalar(e, 0, dtype), product])
+        nan = e.node("IsNaN", [y])
+        return e.node("Where", [nan, _onnx.scalar(e, math.nan, dtype), out])
+
+    return _onnx.composite(rule)
+
+
+def _xlog_op(name, log, floor, shift, onnx_log):
+    return register(
+        OpDef(
+            name=name,
+            kind="elementwise",
+            infer=_binary_infer(name),
+            kernel=_xlog_kernel(log),
+            vjp=_xlog_vjp(floor, shift),
+            cost=elementwise_cost(3),
+            onnx=_xlog_onnx(onnx_log),
+            doc=f"{name}(x, y): x * {'log1p' if shift else 'log'}(y), 0 where x is 0 and NaN "
+            "where y is NaN, PyTorch's gradients.",
+        )
+    )
+
+
+_XLOGY = _xlog_op("xlogy", np.log, 0.0, 0, "Log")
+_XLOG1PY = _xlog_op("xlog1py", np.log1p, -1.0, 1, "Log1p")
+
+
+def _xlog(op, node):
+    """The public function; ``node``: PyTorch's node name pattern, its overload numbered 0
+    for two tensors, 1 for a number x, 2 for a number y."""
 
     def fn(input, other):
         x, y = promote(input, other, floating=True)
-        zero = E.logical_and(x == 0, y == y)
-        finite_log = E.logical_and(y > floor, y < float("inf"))
-        at_zero = E.where(zero, x, 0.0) * log(E.where(finite_log, y, floor + 1.0))
-        elsewhere = E.where(zero, 0.0, x) * log(y)
-        # (adding 0 makes PyTorch's +0 of x = -0 or y < 1 at x = 0; x < 0 at y = 1 keeps -0)
-        result = E.where(zero, at_zero + 0.0, elsewhere)
-        return rename_node(result, node) if node else result
+        if x.dtype.is_complex:
+            raise KernelDTypeError(
+                f'"{op.name}_cpu" not implemented for complex tensors ({x.dtype})', op=op.name
+            )
+        overload = 2 if not isinstance(other, TensorBase) else 0
+        overload = 1 if not isinstance(input, TensorBase) else overload
+        return rename_node(apply(op, x, y), node.format(overload))
 
-    fn.__name__ = fn.__qualname__ = name
+    fn.__name__ = fn.__qualname__ = op.name
     return fn
 
 
-xlogy = _xlog("xlogy", E.log, 0.0, "XlogyBackward0")
+xlogy = _xlog(_XLOGY, "XlogyBackward{}")
 xlogy.__doc__ = (
     "``x * log(y)``, 0 where x is 0 (unless y is NaN), with broadcasting and promotion to a "
     "float dtype. Either operand may be a Python number."
 )
 export(xlogy, method=True, inplace=True)
-xlog1py = _xlog("xlog1py", E.log1p, -1.0)
+xlog1py = _xlog(_XLOG1PY, "SpecialXlog1PyBackward{}")
 xlog1py.__doc__ = "``x * log1p(y)``, 0 where x is 0 (unless y is NaN); ember.special.xlog1py."
 
 

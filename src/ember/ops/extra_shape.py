@@ -389,6 +389,11 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return rename_node(out, "AddbmmBackward0")
 
 
+# (PyTorch's addbmm_ is a product into its input, not an elementwise kernel: it does not
+# refuse operands overlapping the input, ops/_overlap.py)
+addbmm.overlap_ok = True
+
+
 @export(method=True, inplace=True)
 @renames("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1):
@@ -400,6 +405,11 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
             op="addmv",
         )
     return _scaled("addmv", input, E.mv(m, v), beta, alpha)
+
+
+# (PyTorch's addmv_ is a product into its input, not an elementwise kernel: it does not
+# refuse operands overlapping the input, ops/_overlap.py)
+addmv.overlap_ok = True
 
 
 @export
@@ -499,6 +509,10 @@ def masked_scatter(input, mask, source):
     pos = E.clamp(pos, 0, flat_src.shape[0] - 1)
     picked = E.reshape(E.index_select(flat_src, 0, pos), shape)
     return E.where(m, picked, x)
+
+
+# (PyTorch's masked_scatter_ reads its source before writing: an overlapping source is allowed)
+masked_scatter.overlap_ok = True
 
 
 def _fill_diagonal_mask(shape, wrap):

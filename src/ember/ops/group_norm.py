@@ -30,6 +30,7 @@ from . import _batching
 from . import api as E
 from ._norm_act_common import _compute_dtype
 from ._registry import OpDef, apply, register
+from ._rules import Layout
 from ._util import elementwise_cost, fmt_shape, require_float, require_same_dtype, value_bytes
 from .layer_norm import LAYER_NORM, LAYER_NORM_BACKWARD, _norm_grad_vjp, _stats
 
@@ -277,6 +278,7 @@ def _onnx_group_norm_backward(e):
 GROUP_NORM_BACKWARD = register(
     OpDef(
         name="group_norm_backward",
+        layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_group_norm_backward,
         kind="nn",
         infer=_gn_grad_infer,
@@ -294,6 +296,7 @@ GROUP_NORM_BACKWARD = register(
 GROUP_NORM = register(
     OpDef(
         name="group_norm",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn="NativeGroupNormBackward0",
         onnx=_onnx_group_norm,
         kind="nn",

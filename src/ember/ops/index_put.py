@@ -22,7 +22,15 @@ from ._index_plan import (
 )
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
-from ._util import broadcast_shapes, fmt_shape, memory_cost, numel, require_source_dtype, same_type
+from ._util import (
+    broadcast_shapes,
+    check_fill_value,
+    fmt_shape,
+    memory_cost,
+    numel,
+    require_source_dtype,
+    same_type,
+)
 from .indexing import (
     _INDEX,
     GETITEM,
@@ -213,6 +221,7 @@ def index_put(x, index, value, accumulate: bool = False):
     ``x[index] = value`` and ``x.index_put_(index, value)`` write the result into x."""
     x = to_tensor(x)
     _check_value_dtype(x, index, value, accumulate)
+    check_fill_value("index_put", value, x.dtype)  # (x[i] = 300 into uint8: PyTorch refuses)
     selected = _masked_put(x, index, value, accumulate)
     if selected is not None:
         return selected

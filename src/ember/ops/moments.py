@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError
-from ..symbolic import SymDim
 from . import api as E
 from ._node_names import rename_node
 from ._registry import apply, export
@@ -19,6 +18,7 @@ from ._util import (
 from .cast import requested_cast
 from .promotion import to_tensor
 from .reduce import _MAX, _SUM, _args, reduced_shape, sum
+from .variance import VAR
 
 
 def _count(x, axes) -> int:
@@ -49,13 +49,13 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     (``x.var(1, True)`` is unbiased, not keepdim; ``x.var(False)`` the biased variance of
     every element).
 
-    Computed from the data shifted by its (detached) mean ``m``, with the shift's own
-    rounding corrected: ``(sum(d * d) - sum(d) ** 2 / n) / (n - correction)`` for
-    ``d = x - m``, exact in value and gradient for any shift. A plain two-pass formula loses
-    the digits by which ``m`` missed the mean (1.4e-4 relative in float32 when the mean is
-    10^4 standard deviations); this keeps float32 within ~1e-7, as PyTorch's Welford
-    accumulation in double does. With ``dim=()`` (every dimension) the gradient is the
-    centred data's, finite (PyTorch 2.13's backward gives +-inf there). A complex tensor's
+    Computed from the data shifted by its mean ``m``, with the shift's own rounding
+    corrected: ``(sum(d * d) - sum(d) ** 2 / n) / (n - correction)`` for ``d = x - m``
+    (ops/variance.py). A plain two-pass formula loses the digits by which ``m`` missed the
+    mean (1.4e-4 relative in float32 when the mean is 10^4 standard deviations); this keeps
+    float32 within ~1e-7, as PyTorch's Welford accumulation in double does. The gradient is
+    PyTorch's ``2 / (n - correction) * g * (x - mean(x))`` (so an infinite ``g`` gives
+    +-inf, not NaN), differentiable again. A complex tensor's
     variance is the mean squared modulus of its deviations, real: its real and imaginary
     parts' variances summed."""
     x = to_tensor(x)
@@ -68,20 +68,12 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None
     require_float("var", x)
     if x.dtype is dt.bfloat16 or x.dtype is dt.float16:  # (in float32, rounded once)
         kwargs = dict(keepdim=keepdim, correction=correction, axis=axis, keepdims=keepdims)
-        return E.cast(var(E.cast(x, dt.float32), dim, **kwargs), x.dtype)
+        return rename_node(
+            E.cast(var(E.cast(x, dt.float32), dim, **kwargs), x.dtype), "VarBackward0"
+        )
     axes, keep = _args("var", x, dim, axis, keepdim, keepdims)
-    n = _count(x, axes)
-    centred = x - mean(x.detach(), axes, keepdim=True)
-    total = sum(centred, axes, keepdim=keep)
-    squares = sum(centred * centred, axes, keepdim=keep)
-    if not n:  # the variance of nothing is NaN
-        return squares * float("nan")
-    if isinstance(n, SymDim):  # a count over a symbolic size: its value when the graph runs
-        count = to_tensor(n, squares.dtype)
-        out = (squares - total * total / count) / E.clamp(count - correction, min=0)
-    else:
-        out = (squares - total * total / n) / max(n - correction, 0)
-    return rename_node(out, "VarBackward0")
+    # (one op: its value the shifted sums above, its gradient PyTorch's var_backward)
+    return apply(VAR, x, axes=axes, keepdims=keep, correction=float(correction))
 
 
 def _correction(dim, unbiased, correction) -> float:

@@ -20,7 +20,7 @@ from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
-from ._rules import Complex
+from ._rules import Complex, Layout
 from ._util import fmt_shape, memory_cost
 from .promotion import to_tensor
 
@@ -228,6 +228,7 @@ def _pad_node_name(attrs, in_types) -> str:
 _PAD = register(
     OpDef(
         name="pad",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn=_pad_node_name,
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_pad, _onnx_pad),
@@ -266,6 +267,7 @@ def _onnx_pad_backward(e):
 _PAD_BACKWARD = register(
     OpDef(
         name="pad_backward",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_pad_backward, _onnx_pad_backward),
         kind="shape",

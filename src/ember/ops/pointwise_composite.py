@@ -24,6 +24,7 @@ from . import _item_scalars as _items
 from . import api as E
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, export, is_grad_enabled
+from ._saved_operands import needs, saves
 from .promotion import promote, to_tensor
 
 
@@ -101,6 +102,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 * tensor2``, broadcasting and promoting the three tensors.
     Bool results are refused, as in PyTorch; for an integer result a float ``value`` is
     truncated to an integer first, as PyTorch does."""
+    # (PyTorch's node saves each factor where the other's gradient is wanted)
+    saved = (tensor1 if needs(tensor2) else None, tensor2 if needs(tensor1) else None)
     input, tensor1, tensor2 = promote(input, tensor1, tensor2)
     if input.dtype is dt.bool_:
         raise DTypeError("addcmul is not defined for bool tensors (as in PyTorch)", op="addcmul")
@@ -111,7 +114,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
         return x + (a * b if one else a * v * b)
 
     out = _in_float(input.dtype, compute, input, tensor1, tensor2, value)
-    return rename_node(out, "AddcmulBackward0")
+    return saves(rename_node(out, "AddcmulBackward0"), *saved)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -127,6 +130,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
             f"{t2.dtype}); cast tensor1 or tensor2 to a floating dtype",
             op="addcdiv",
         )
+    # (PyTorch's node saves the divisor for either factor's gradient, the dividend for the
+    # divisor's)
+    saved = (t1 if needs(t2) else None, t2 if needs(t1, t2) else None)
     input, t1, t2 = promote(input, t1, t2)
     value = _value("addcdiv", value, input.dtype)
     one = _is_one(value)
@@ -134,7 +140,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     def compute(x, a, b, v):
         return x + (a / b if one else a * v / b)
 
-    return rename_node(_in_float(input.dtype, compute, input, t1, t2, value), "AddcdivBackward0")
+    out = _in_float(input.dtype, compute, input, t1, t2, value)
+    return saves(rename_node(out, "AddcdivBackward0"), *saved)
 
 
 for _fn in (addcmul, addcdiv):
@@ -175,7 +182,11 @@ def lerp(input, end, weight):
         diff = b - a
         return E.where(E.abs(w) < 0.5, a + w * diff, b - diff * (1 - w))
 
-    return rename_node(_in_float(input.dtype, compute, input, end, weight), "LerpBackward1")
+    # (PyTorch's node saves the weight for input's and end's gradients, both ends for the
+    # weight's)
+    saved = (weight if needs(input, end) else None, *((input, end) if needs(weight) else ()))
+    out = _in_float(input.dtype, compute, input, end, weight)
+    return saves(rename_node(out, "LerpBackward1"), *saved)
 
 
 export(lerp, method=True, inplace=True)

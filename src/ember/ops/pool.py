@@ -37,7 +37,7 @@ from ._autocast import Autocast, autocasts
 from ._half import c_runs
 from ._node_names import pool_node_name
 from ._registry import REGISTRY, Cost, OpDef, apply, export, register
-from ._rules import EpilogueRule, PickRule, ScatterRule
+from ._rules import EpilogueRule, Layout, PickRule, ScatterRule
 from ._util import (
     fmt_shape,
     half_precision,
@@ -376,6 +376,7 @@ def _scatter_vjp(c, g):
 POOL_SCATTER = register(
     OpDef(
         name="pool_scatter",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_pool_scatter,
         kind="index",
         infer=_scatter_infer,
@@ -535,6 +536,7 @@ def onnx_max_pool(e, window: dict):
 MAX_POOL = register(
     OpDef(
         name="max_pool",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn=lambda attrs, in_types: pool_node_name("MaxPool{}DWithIndicesBackward0", in_types),
         onnx=_onnx_max_pool,
         kind="nn",

@@ -20,10 +20,12 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
+from . import _memory_format
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import Cost, OpDef, apply, constant, export, register
+from ._rules import Layout
 from ._util import fmt_shape, io_bytes, require_kernel_dtype
 from .pool import (
     MAX_POOL,
@@ -132,6 +134,7 @@ def _onnx_adaptive_max_pool(e):
 ADAPTIVE_MAX_POOL = register(
     OpDef(
         name="adaptive_max_pool",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_adaptive_max_pool,
         kind="nn",
         infer=_adaptive_infer,
@@ -263,6 +266,7 @@ def _adaptive_avg_pool_nd(nd: int):
         x = E.reshape(x, tuple(x.shape[1:])) if unbatched else x
         if x is source:  # (the size kept: a new tensor, as PyTorch's, never the input)
             x = E.clone(x)
+        x = _memory_format.keep_format(x, source)  # (PyTorch's kernel keeps the format)
         # PyTorch's nodes: its 1-d pool is the 2-d one squeezed, a pool to ones a mean
         if nd == 1:
             return rename_node(x, "SqueezeBackward1", source)

@@ -22,6 +22,7 @@ from . import _onnx_conv as oxc
 from ._autocast import Autocast, autocasts
 from ._node_names import pool_node_name
 from ._registry import Cost, OpDef, apply, export, register
+from ._rules import Layout
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
 from .pool import check_pool_args, unbatch, window_slices
@@ -272,6 +273,7 @@ def _onnx_avg_pool(e):
 AVG_POOL = register(
     OpDef(
         name="avg_pool",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn=lambda attrs, in_types: pool_node_name("AvgPool{}DBackward0", in_types),
         onnx=_onnx_avg_pool,
         kind="nn",
@@ -316,6 +318,7 @@ def _onnx_avg_pool_backward(e):
 AVG_POOL_BACKWARD = register(
     OpDef(
         name="avg_pool_backward",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_avg_pool_backward,
         kind="nn",
         infer=_avg_backward_infer,

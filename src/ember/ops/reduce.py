@@ -231,7 +231,9 @@ def sum(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Sum over ``dim`` (all dimensions by default); ints and bools sum to int64."""
     x = to_tensor(x)
     axes, keep = _args("sum", x, dim, axis, keepdim, keepdims)
-    return accumulated_as("sum", x, dtype, lambda v: apply(_SUM, v, axes=axes, keepdims=keep))
+    out = accumulated_as("sum", x, dtype, lambda v: apply(_SUM, v, axes=axes, keepdims=keep))
+    # (PyTorch's node of the overload over dims, even all of them: x.sum((0, 1)))
+    return out if dim is None and axis is None else rename_node(out, "SumBackward1", x)
 
 
 @export(method=True)
@@ -249,7 +251,9 @@ def sum_to(x, shape):
         i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
     )
     out = apply(_SUM, x, axes=axes, keepdims=True) if axes else x
-    return E.reshape(out, shape)
+    # (no leading dimensions: the kept ones are the shape, and the sum's node the last one,
+    # PyTorch's SumBackward1)
+    return E.reshape(out, shape) if lead else out
 
 
 # --------------------------------------------------------------------------------------- prod
@@ -303,7 +307,8 @@ def prod(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Product over ``dim`` (all dimensions by default)."""
     x = to_tensor(x)
     axes, keep = _args("prod", x, dim, axis, keepdim, keepdims)
-    return accumulated_as("prod", x, dtype, lambda v: apply(_PROD, v, axes=axes, keepdims=keep))
+    out = accumulated_as("prod", x, dtype, lambda v: apply(_PROD, v, axes=axes, keepdims=keep))
+    return out if dim is None and axis is None else rename_node(out, "ProdBackward1", x)
 
 
 # ------------------------------------------------------------------------------- max and min

@@ -27,6 +27,7 @@ from ..types import TensorType
 from . import api as E
 from ._index_plan import FULL
 from ._registry import OpDef, apply, register
+from ._rules import Layout
 from ._scatter_kernels import add_slices
 from ._util import elementwise_cost, fmt_shape, require_float
 
@@ -124,6 +125,7 @@ def _onnx(e):
 LINEAR_RESAMPLE = register(
     OpDef(
         name="linear_resample",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         kind="index",
         infer=_infer,
         kernel=_kernel,
@@ -204,6 +206,7 @@ def _onnx_grad(e):
 LINEAR_RESAMPLE_BACKWARD = register(
     OpDef(
         name="linear_resample_backward",
+        layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         kind="index",
         infer=_grad_infer,
         kernel=_grad_kernel,

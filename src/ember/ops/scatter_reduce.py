@@ -31,6 +31,7 @@ from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._scatter_kernels import normalized
 from ._util import (
+    check_fill_value,
     fmt_shape,
     memory_cost,
     normalize_axis,
@@ -96,7 +97,9 @@ def _scatter_reduce_infer(x, index, src, *, axis, reduce, include_self):
 
 
 def _scatter_reduce_kernel(x, index, src, *, axis, reduce, include_self):
-    out = np.array(x, copy=True)
+    # (row-major whatever x's layout: the flat view below must alias it, not copy a
+    # transposed operand's elements, which dropped every write)
+    out = np.array(x, copy=True, order="C")
     if out.ndim == 0:  # a 0-d tensor is one position along its dim 0
         return _scatter_reduce_kernel(
             out.reshape(1),
@@ -322,6 +325,7 @@ def index_fill(x, dim: int, index, value):
             f"value must be a scalar or a 0-d tensor, got shape {fmt_shape(value.shape)}",
             op="index_fill",
         )
+    check_fill_value("index_fill", value, x.dtype)
     if x.ndim == 0:
         chosen = _scattered((1,), index, 0)
         return E.where(E.reshape(chosen, ()), to_tensor(value, x.dtype), x)
@@ -329,6 +333,10 @@ def index_fill(x, dim: int, index, value):
     chosen = _scattered((size,), index, 0)
     shape = tuple(size if d == axis else 1 for d in range(x.ndim))
     return E.where(E.reshape(chosen, shape), to_tensor(value, x.dtype), x)
+
+
+# (its tensor value is one number PyTorch reads before writing: an overlapping one is allowed)
+index_fill.overlap_ok = True
 
 
 @export(method=True, inplace=True)

@@ -68,6 +68,10 @@ def masked_fill(x, mask, value):
     return rename_node(E.where(mask, to_tensor(value, x.dtype), x), "MaskedFillBackward0")
 
 
+# (its tensor value is one number PyTorch reads before writing: an overlapping one is allowed)
+masked_fill.overlap_ok = True
+
+
 @export(method=True)
 @renames("MaskedSelectBackward0")
 def masked_select(x, mask):

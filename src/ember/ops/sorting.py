@@ -224,6 +224,10 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
     return SortResult(rename_node(E.gather(x, axis, indices), "SortBackward0"), indices)
 
 
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+sort.out_overlap_refused = True
+
+
 @export(method=True)
 def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The ``k`` largest (``largest=False``: smallest) elements of ``x`` along ``dim`` and their

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from . import api as E
+from ._node_names import rename_node
 from ._registry import constant, export
 from .promotion import to_tensor
 
@@ -53,4 +54,4 @@ def as_strided(input, size, stride, storage_offset=None):
         )
     flat = E.reshape(x, (-1,))
     picked = E.index_select(flat, 0, constant(index.reshape(-1)))
-    return E.reshape(picked, size)
+    return rename_node(E.reshape(picked, size), "AsStridedBackward0", x)  # (PyTorch's node)

@@ -15,6 +15,7 @@ from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import memory_cost, normalize_axis
@@ -120,7 +121,8 @@ def unfold(self, dimension: int, size: int, step: int):
             op="unfold",
         )
     windows = apply(_UNFOLD_VIEW, E.movedim(x, axis, -1), size=size, step=step)
-    return E.movedim(windows, -2, axis)
+    # (PyTorch's one node for the whole view)
+    return rename_node(E.movedim(windows, -2, axis), "UnfoldBackward0", x)
 
 
 export(unfold, name="unfold", method=True, toplevel=False)

@@ -15,11 +15,14 @@ from . import _onnx
 from . import _onnx_complex as cx
 from . import api as E
 from ._half import elementwise_fast
+from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, is_traced, register
 from ._rules import Clamp, Complex, Select
+from ._saved_operands import needs, saves
 from ._select import select_bits, zero_bits
 from ._util import (
     broadcast_shapes,
+    check_fill_value,
     elementwise_cost,
     require_same_dtype,
     same_type,
@@ -108,7 +111,10 @@ def where(condition, x=None, y=None):
         raise ArgumentTypeError("where: give both x and y, or neither")
     if _meta.active[0]:
         _meta.refuse_mixed("where", (condition, x, y))
+    numbers = [v for v in (x, y) if not isinstance(v, TensorBase)]
     x, y = promote(x, y)
+    for number in numbers:  # (a number taken into a tensor's dtype: PyTorch's checked convert)
+        check_fill_value("where", number, x.dtype)
     return apply(
         _WHERE,
         to_tensor(condition, dt.bool_ if not isinstance(condition, TensorBase) else None),
@@ -245,7 +251,9 @@ def clip(x, min=None, max=None):
         x = x if x.dtype is dtype else E.cast(x, dtype)
         return _clip_tensors(x, *[None if b is None else to_tensor(b, dtype) for b in (min, max)])
     if isinstance(min, TensorBase) or isinstance(max, TensorBase):
-        return _clip_tensors(to_tensor(x), min, max)
+        # (one node, PyTorch's, saving the tensor and its bounds for every gradient)
+        out = rename_node(_clip_tensors(to_tensor(x), min, max), "ClampBackward0")
+        return saves(out, *((x, min, max) if needs(x, min, max) else ()))
     x = to_tensor(x)
     if any(isinstance(b, complex) for b in (min, max)):
         raise DTypeError(
@@ -260,6 +268,9 @@ def clip(x, min=None, max=None):
         raise DTypeError("not defined for bool results (as in PyTorch)", op="clip")
     if dtype is not x.dtype:
         x = E.cast(x, dtype)
+    for bound in (min, max):
+        if bound is not None:
+            check_fill_value("clamp", bound, dtype)
     as_python = float if x.dtype.is_floating_point else int
     return apply(
         _CLIP,
@@ -270,3 +281,6 @@ def clip(x, min=None, max=None):
 
 
 export(clip, name="clamp")
+
+# (PyTorch's out= refuses an operand partly overlapping out: ops/_out.py, ops/_overlap.py)
+clip.out_overlap_refused = where.out_overlap_refused = True
