@@ -13,6 +13,7 @@ import torch
 
 import ember
 import ember.nn.functional as F
+from ember.kernels import ccompile
 from ember.ops._registry import REGISTRY
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
@@ -52,6 +53,7 @@ def test_fused_loop_is_np_clip(lo, hi, dtype):
     assert [i.op.name for i in node.attrs["program"]][-1] == "clip"
 
 
+@pytest.mark.skipif(not ccompile.compiler_available(), reason="fusion into C needs a compiler")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_fused_loop_half_precision(dtype):
     x = ember.tensor(np.array(SPECIAL * 9, np.float32)).to(getattr(ember, dtype))
@@ -86,6 +88,7 @@ def _specials(shape, seed: int) -> np.ndarray:
 STORE_BOUNDS = [(0.0, 6.0), (-0.5, None), (None, 1.0), (-1.0, 1.0)]
 
 
+@pytest.mark.skipif(not ccompile.compiler_available(), reason="fusion into C needs a compiler")
 @pytest.mark.parametrize("lo,hi", STORE_BOUNDS)
 @pytest.mark.parametrize("layer", ["conv", "depthwise", "linear"])
 def test_store_takes_the_clamp(layer, lo, hi):
@@ -120,6 +123,7 @@ def test_store_takes_the_clamp(layer, lo, hi):
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.skipif(not ccompile.compiler_available(), reason="fusion into C needs a compiler")
 @pytest.mark.parametrize("bounds", [{"min": 0.0, "max": 6.0}, {"min": -0.25}, {"max": 0.5}])
 def test_onnx_clip_attributes_fuse_into_conv(bounds):
     """Clip before opset 11 takes its bounds as attributes: imported as ``clip``, fused into

@@ -80,7 +80,9 @@ def _softmax_kernel(x, *, axis, safe):
     if safe:
         total[total == 0] = 1  # a fully masked slice gives zeros, as PyTorch's attention does
     e /= total
-    return e.astype(x.dtype, copy=False)
+    # (row-major whatever the input's layout, as PyTorch's softmax allocates its result and as
+    # the C kernel writes it; NumPy's ufuncs would keep a channels-last input's order)
+    return np.ascontiguousarray(e.astype(x.dtype, copy=False))
 
 
 def _log_softmax_kernel(x, *, axis):
@@ -90,7 +92,7 @@ def _log_softmax_kernel(x, *, axis):
         return x.copy()
     shifted, e = _shifted_exp(x, axis)
     shifted -= np.log(e.sum(axis=axis, keepdims=True))
-    return shifted.astype(x.dtype, copy=False)
+    return np.ascontiguousarray(shifted.astype(x.dtype, copy=False))  # (as softmax's)
 
 
 def _workspace(node, layouts) -> int:
