@@ -22,8 +22,7 @@ def prebuild(graph, lone_loops: bool = False) -> int:
         if node.kind != "call" or not native_code(node):
             continue
         rule = node.op.c_sources
-        lone = node.op.c is not None or node.op.reduction is not None
-        if rule is None and lone_loops and lone:
+        if rule is None and lone_loops and node.op.c is not None:
             rule = lone_c_sources
         if rule is not None:
             requests += rule(node)
