@@ -387,6 +387,9 @@ def global_switches(torch, ctx):
     give, inference_mode and no_grad as decorators with enable_grad inside, set_grad_enabled
     as a call, anomaly detection."""
     nn = torch.nn
+    precision = torch.get_float32_matmul_precision()
+    cudnn = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
+    tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.deterministic = True
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -440,7 +443,7 @@ def global_switches(torch, ctx):
         pass
     with torch.inference_mode(mode=False):
         u = x * 2
-    return [
+    results = [
         dtypes,
         y.requires_grad,
         y.is_inference(),
@@ -455,6 +458,12 @@ def global_switches(torch, ctx):
         dev.type,
         str(x.device),
     ]
+    # (the switches are process-wide: put them back, for the tests that run after)
+    torch.use_deterministic_algorithms(False)
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    return results
 
 
 def loader_samplers(torch, ctx):
