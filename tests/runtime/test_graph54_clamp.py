@@ -92,3 +92,16 @@ def test_store_blocks_of_bounds_differing_only_in_a_zeros_sign_are_apart():
         f = ember.function(lambda a, b: ember.clamp(F.conv2d(a, b), lo, 6.0))  # noqa: B023
         got = f(ember.tensor(x), ember.tensor(w)).numpy()
         assert np.array_equal(_bits(got), _bits(_want(unclamped, lo, 6.0))), lo
+
+
+def test_eager_16_bit_clamps_with_bounds_of_either_zero_sign_keep_their_own_loops():
+    """The eager half-precision loops were cached by attributes' equality (0.0 == -0.0): after
+    clamp(x, 0.0) a clamp(x, -0.0) ran the first one's loop and gave +0.0 for -0.0."""
+    values = np.array([-1.0, -0.0, 0.0, 2.0, -3.0], np.float32)
+    for dtype in ("bfloat16", "float16"):
+        x = ember.tensor(values).to(getattr(ember, dtype))
+        tx = torch.tensor(values).to(getattr(torch, dtype))
+        for lo in (0.0, -0.0, 0.0):
+            got = ember.clamp(x * 2.0, lo, None).float().numpy()
+            want = torch.clamp(tx * 2.0, lo, None).float().numpy()
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (dtype, lo)

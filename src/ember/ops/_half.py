@@ -429,7 +429,11 @@ def _pattern(shape, out) -> tuple:
 
 def _loop(name, attrs, arrays, shapes):
     """The compiled loop for these operands, or None (the op declines them, no compiler)."""
-    key = (name, tuple(sorted(attrs.items())), tuple(a.dtype for a in arrays), shapes)
+    items = tuple(sorted(attrs.items()))
+    # (a zero attribute's sign too: 0.0 == -0.0 would share one loop between clamp(x, 0.0)
+    # and clamp(x, -0.0), whose results differ in the sign of the zeros they give)
+    zeros = tuple(v.hex() for _, v in items if isinstance(v, float) and v == 0)
+    key = (name, items, zeros, tuple(a.dtype for a in arrays), shapes)
     try:
         hash(key)
     except TypeError:  # (an attribute that is no constant: the NumPy kernel's)
