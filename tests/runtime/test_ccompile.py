@@ -212,6 +212,20 @@ def test_a_compile_error_shows_the_messages_and_keeps_the_source(cache):
     assert again.value is info.value
 
 
+def test_a_compile_error_whose_source_cannot_be_kept_still_says_why(cache, monkeypatch):
+    # a full disk while keeping the failed source must not hide the compiler's message behind
+    # a raw OSError
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ccompile, "write_atomic", disk_full)
+    source = "void broken_too(void) {\n  neither is this;\n}\n" + f"// {uuid.uuid4()}\n"
+    with pytest.raises(ccompile.CompileError, match="not kept: No space left") as info:
+        ccompile.load(source, "broken_too", [])
+    assert "error" in str(info.value)  # the compiler's own words
+    assert not list(cache.glob("*.failed.c"))
+
+
 def test_a_missing_symbol_is_a_compile_error(cache):
     with pytest.raises(ccompile.CompileError, match="no function 'nope'"):
         ccompile.load(AXPY, "nope", [])

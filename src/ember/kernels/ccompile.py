@@ -324,8 +324,13 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
     if done is None or done.returncode != 0:
         tmp.unlink(missing_ok=True)
         kept = library.with_suffix(".failed.c")
-        write_atomic(kept, source.encode(), 0o644, sweep=False)
         stderr = done.stderr if done is not None else "(the compiler did not run to completion)"
+        try:
+            write_atomic(kept, source.encode(), 0o644, sweep=False)
+        except OSError as exc:
+            # (a full disk or a read-only cache: the compiler's own message matters more than
+            # the copy of its input, so the error says why there is none and goes on)
+            kept = f"{library.name}'s source (not kept: {exc.strerror or exc})"
         head = "\n".join(stderr.replace("<stdin>", str(kept)).strip().splitlines()[:20])
         raise CompileError(f"the C compiler failed on {kept}:\n{head}", op="compile")
     try:
