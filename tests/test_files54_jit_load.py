@@ -55,3 +55,34 @@ def test_external_data_outside_the_folder_is_refused_naming_the_file(external_mo
     onnx.save(model, str(path))
     with pytest.raises(ember.EmberError, match=f"{path}: .*outside"):
         LOADERS[loader](path)
+
+
+class _EndlessStream:
+    """A file object that never ends (a pipe from a hostile writer)."""
+
+    name = "endless"
+
+    def read(self, n=-1):
+        assert n is not None and n > 0, "read whole: would never return"
+        return b"\x00" * min(n, 1 << 20)
+
+
+class _FailingStream:
+    name = "failing"
+
+    def read(self, n=-1):
+        raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_a_stream_is_read_in_bounded_pieces(monkeypatch, loader):
+    from ember import _file_limits, export, jit
+
+    # (the real bound is protobuf's 2 GiB: a small one keeps the test fast)
+    monkeypatch.setattr(jit, "PROTOBUF_MAX_BYTES", 3 << 20)
+    monkeypatch.setattr(export, "PROTOBUF_MAX_BYTES", 3 << 20)
+    with pytest.raises(ember.EmberError, match="endless: more than 3,145,728 bytes"):
+        LOADERS[loader](_EndlessStream())
+    with pytest.raises(ember.EmberError, match="failing: cannot be read"):
+        LOADERS[loader](_FailingStream())
+    assert _file_limits.read_stream(__import__("io").BytesIO(b"abc"), 3, "x") == b"abc"

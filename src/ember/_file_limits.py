@@ -38,6 +38,10 @@ _FALLBACK_MEMORY = 1 << 36  # where the system does not say: 64 GiB
 _CHUNK = 1 << 20
 
 
+# no protobuf message (an ONNX ModelProto) is larger: bigger models keep tensors in external data
+PROTOBUF_MAX_BYTES = 2**31 - 1
+
+
 def physical_memory() -> int:
     """This machine's physical memory in bytes: no single value read from a file may need
     more."""
@@ -98,6 +102,25 @@ def inside_folder(folder: str, name, what: str, error=EmberError, op: str = "loa
             f"{what} {name!r:.80} leads (through a link) outside the folder {folder}", op=op
         )
     return full
+
+
+def read_stream(stream, limit: int, what: str, error=EmberError, op: str = "load") -> bytes:
+    """All of the binary file object ``stream``, read in pieces so that a stream longer than
+    ``limit`` bytes (which ``what`` names) is refused after ``limit + 1`` bytes instead of
+    filling memory, and a failing read raises ``error`` naming it instead of a raw OSError."""
+    pieces, total = [], 0
+    try:
+        while total <= limit:
+            piece = stream.read(min(1 << 24, limit + 1 - total))
+            if not piece:
+                return b"".join(pieces)
+            if not isinstance(piece, (bytes, bytearray)):
+                raise error(f"{what}: the stream gave {type(piece).__name__}, not bytes", op=op)
+            pieces.append(piece)
+            total += len(piece)
+    except OSError as exc:
+        raise error(f"{what}: cannot be read ({exc.strerror or exc})", op=op) from exc
+    raise error(f"{what}: more than {limit:,} bytes: the stream is damaged or hostile", op=op)
 
 
 def open_regular(path):

@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from . import dtypes as dt
-from ._file_limits import open_regular
+from ._file_limits import PROTOBUF_MAX_BYTES, open_regular, read_stream
 from ._files import write_atomic
 from ._missing import module_getattr
 from .errors import ArgumentError, EmberError, ShapeError
@@ -497,7 +497,8 @@ def load(f, *, extra_files=None, expected_opset_version=None) -> ExportedProgram
     from .capture.signature import TensorSpec
 
     if hasattr(f, "read"):
-        data, where = f.read(), getattr(f, "name", "<stream>")
+        where = getattr(f, "name", "<stream>")
+        data = read_stream(f, PROTOBUF_MAX_BYTES, str(where), op="export.load")
         source, head = data, data[:4]
     else:  # the path itself to the importer: its errors name the file, external data is found
         source = where = os.fspath(f)

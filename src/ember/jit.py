@@ -24,7 +24,7 @@ import builtins
 import os
 from typing import Final  # noqa: F401  (torch.jit.Final)
 
-from ._file_limits import open_regular
+from ._file_limits import PROTOBUF_MAX_BYTES, open_regular, read_stream
 from ._jit_classes import (
     Attribute,
     Error,
@@ -241,7 +241,8 @@ def load(f, map_location=None, _extra_files=None):
     if map_location is not None and str(map_location).split(":")[0] != "cpu":
         raise EmberError(f"ember runs on the CPU, got map_location={map_location!r}", op="jit.load")
     if hasattr(f, "read"):
-        data, name = f.read(), getattr(f, "name", "<stream>")
+        name = getattr(f, "name", "<stream>")
+        data = read_stream(f, PROTOBUF_MAX_BYTES, str(name), op="jit.load")
         source, head = data, data[:4]
     else:  # the path itself to the importer: its errors name the file, external data is found
         source = name = os.fspath(f)

@@ -20,13 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._file_limits import physical_memory
+from .._file_limits import PROTOBUF_MAX_BYTES, physical_memory
 from ..errors import OnnxError
 
 # a declared tensor larger than this is refused before anything is allocated (the file would
 # have to carry it anyway; this only stops a header that lies from reserving memory)
 MAX_TENSOR_BYTES = 1 << 36
-_PROTOBUF_MAX_BYTES = 2**31 - 1  # no ModelProto is larger: bigger models use external data
 
 DEFAULT_DOMAIN = ""  # "ai.onnx"
 
@@ -73,10 +72,10 @@ def read_model(source, *, name: str | None = None) -> ModelSource:
             raise OnnxError(f"{path}: no such ONNX model file")
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size > _PROTOBUF_MAX_BYTES:  # (refused before it is read into memory)
+            if size > PROTOBUF_MAX_BYTES:  # (refused before it is read into memory)
                 raise OnnxError(
                     f"{path}: {size:,} bytes is more than a protobuf message can hold "
-                    f"({_PROTOBUF_MAX_BYTES:,}); a model that large keeps its tensors in "
+                    f"({PROTOBUF_MAX_BYTES:,}); a model that large keeps its tensors in "
                     "external data files"
                 )
             data = f.read()
