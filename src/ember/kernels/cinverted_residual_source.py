@@ -8,9 +8,12 @@ band with that file's functions and tap loops, in their order.
 from __future__ import annotations
 
 SOURCE = r"""
-/* CB expanded channels at a time, two vectors each: 16 accumulators of 32 registers where the
-   vectors are 512 bits, 8 of 16 with 256 bits, leaving registers for the inputs */
+/* CB expanded channels at a time, NV vectors each: 24 accumulators of 32 registers where the
+   vectors are 512 bits, 12 of 16 with 256 bits, leaving registers for the inputs */
+#ifndef CB
 #define CB (VBYTES == 64 ? 8 : 4)
+#define NV 3
+#endif
 typedef T vec __attribute__((vector_size(VBYTES), aligned(sizeof(T))));
 
 struct ir_job {
@@ -39,60 +42,63 @@ static void bias_clamp(T *restrict e, long count, T b, const double *c) {
   }
 }
 
+/* one tile: out[c * pitch + v] = sum_k wt[k * CB + c] * xs[k * step + v] for the block's CB
+   channels and NV vectors of the run, the sum over k in order from zero */
+static inline __attribute__((always_inline)) void tile(const T *xs, long step, const T *wt,
+                                                       long cin, T *out, long pitch) {
+  vec acc[CB][NV];
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; c++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[c][v] = (vec){0};
+  for (long k = 0; k < cin; k++) {
+    vec xv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) xv[v] = *(const vec *)(xs + k * step + v * LANES);
+    const T *wk = wt + k * CB;
+#pragma GCC unroll 16
+    for (int c = 0; c < CB; c++)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) acc[c][v] += wk[c] * xv[v];
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < CB; c++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) *(vec *)(out + c * pitch + v * LANES) = acc[c][v];
+}
+
 /* e[c][i] = clamp1(sum_k w1[c0 + c][k] * x[k * xstride + i] + b1[c0 + c]) for i < len and the
    block's channels (past cmid, the last channel again: computed, never read); the sum runs
    over k in order from zero, then the bias, as the unfused convolution's store adds it. The
    block's weights are packed k-major into `wt` (cin * CB), so the loop holds one pointer to
-   them and its registers the 2 * CB sums; a run's last values (fewer than two vectors) are
-   computed from a zero-padded copy `tail` (cin * 2 * LANES) */
+   them and its registers the NV * CB sums; a run's last values (fewer than NV vectors) are
+   computed from a zero-padded copy `tail` (cin * NV * LANES, then CB * NV * LANES results) */
 static void pointwise_block(const struct ir_job *j, const T *x, long xstride, long len, long c0,
                             T *restrict e, long epitch, T *restrict wt, T *restrict tail) {
-  const long cin = j->cin;
+  const long cin = j->cin, run = NV * LANES;
   for (int c = 0; c < CB; c++) {
     const long cc = c0 + c < j->cmid ? c0 + c : j->cmid - 1;
     for (long k = 0; k < cin; k++) wt[k * CB + c] = j->w1[cc * cin + k];
   }
-  const long whole = len / (2 * LANES) * (2 * LANES);
-  for (long i = 0; i < len; i += 2 * LANES) {
-    const T *xs = x + i;
-    long step = xstride;
-    if (i >= whole) { /* the run's last values, from the zero-padded copy */
-      memset(tail, 0, cin * 2 * LANES * sizeof(T));
-      for (long k = 0; k < cin; k++) memcpy(tail + k * 2 * LANES, x + k * xstride + i,
-                                            (len - i) * sizeof(T));
-      xs = tail;
-      step = 2 * LANES;
-    }
-    vec a0[CB], a1[CB];
-#pragma GCC unroll 16
-    for (int c = 0; c < CB; c++) a0[c] = a1[c] = (vec){0};
-    for (long k = 0; k < cin; k++) {
-      const vec x0 = *(const vec *)(xs + k * step);
-      const vec x1 = *(const vec *)(xs + k * step + LANES);
-      const T *wk = wt + k * CB;
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; c++) {
-        a0[c] += wk[c] * x0;
-        a1[c] += wk[c] * x1;
-      }
-    }
-    if (i < whole) {
-#pragma GCC unroll 16
-      for (int c = 0; c < CB; c++) {
-        *(vec *)(e + c * epitch + i) = a0[c];
-        *(vec *)(e + c * epitch + i + LANES) = a1[c];
-      }
-    } else {
-      for (int c = 0; c < CB; c++) {
-        T kept[2 * LANES];
-        memcpy(kept, &a0[c], sizeof(vec));
-        memcpy(kept + LANES, &a1[c], sizeof(vec));
-        memcpy(e + c * epitch + i, kept, (len - i) * sizeof(T));
-      }
+  const int valid = j->cmid - c0 < CB ? (int)(j->cmid - c0) : CB;
+  const long whole = len / run * run;
+  for (long i = 0; i < whole; i += run) {
+    tile(x + i, xstride, wt, cin, e + i, epitch);
+    /* (the bias and clamp while the tile is in L1) */
+    for (int c = 0; c < valid; c++)
+      bias_clamp(e + c * epitch + i, run, j->b1 ? j->b1[c0 + c] : (T)-0.0, j->c1);
+  }
+  if (whole < len) { /* the run's last values, from the zero-padded copy */
+    T *kept = tail + cin * run;
+    memset(tail, 0, cin * run * sizeof(T));
+    for (long k = 0; k < cin; k++)
+      memcpy(tail + k * run, x + k * xstride + whole, (len - whole) * sizeof(T));
+    tile(tail, run, wt, cin, kept, run);
+    for (int c = 0; c < valid; c++) {
+      memcpy(e + c * epitch + whole, kept + c * run, (len - whole) * sizeof(T));
+      bias_clamp(e + c * epitch + whole, len - whole, j->b1 ? j->b1[c0 + c] : (T)-0.0, j->c1);
     }
   }
-  for (int c = 0; c < CB && c0 + c < j->cmid; c++)
-    bias_clamp(e + c * epitch, len, j->b1 ? j->b1[c0 + c] : (T)-0.0, j->c1);
 }
 
 #if SW == 2
@@ -123,39 +129,60 @@ static void frame_band(T *frame, long fh, long fw, const T *src, long rows, long
   FRAME(frame, fh, fw, src, rows, cols, r0, c0)
 #endif
 
-/* items lo..hi: (sample, band of output rows) */
+#if SW > 1
+#define COL_AT(c, fw) (((c) % SW) * (((fw) + SW - 1) / SW) + (c) / SW)
+#else
+#define COL_AT(c, fw) (c)
+#endif
+
+/* items lo..hi: (sample, band of output rows). Each band copies the input rows it reads into
+   `xp`, one frame per input channel (the depthwise frame's layout: zero padding, stride phases;
+   the padding's columns stay zero from calloc, every band writing the same columns), so the
+   expansion, pixel by pixel, writes each channel's depthwise frame directly: the expanded
+   values are never copied (the input has a quarter of MobileNet's expanded channels). The
+   expansion's values in the padding's columns (its bias, clamped) are zeroed after it, and the
+   padding's rows are never computed. */
 static void ir_bands(void *job_, long lo, long hi) {
   const struct ir_job *j = job_;
   const long H = j->h, W = j->w_, OH = j->oh, OW = j->ow, fw = j->fw, pitch = PITCH(fw);
-  const long band = j->band, cmid = j->cmid;
-  const long fh_band = (band - 1) * SH + (KH - 1) * DH + 1; /* frame rows a band reads */
-  const long elen = (fh_band < H ? fh_band : H) * W;       /* expanded values a band needs */
-  T *e = malloc((CB * elen + j->cin * (CB + 2 * LANES)) * sizeof(T));
-  T *frame = calloc(fh_band * pitch + SLACK + band * fw + LANES, sizeof(T));
-  if (!e || !frame) {
+  const long band = j->band, cmid = j->cmid, cin = j->cin, run = NV * LANES;
+  const long pw = j->pw, fh_band = (band - 1) * SH + (KH - 1) * DH + 1; /* rows a band reads */
+  const long area = fh_band * pitch;
+  /* a channel's frame, then the slack a flat loop reads past its last row */
+  const long epitch = (area + SLACK + LANES - 1) / LANES * LANES;
+  T *xp = calloc(cin * area, sizeof(T));
+  T *e = calloc(CB * epitch + cin * (CB + run) + CB * run + band * fw + LANES, sizeof(T));
+  if (!xp || !e) {
+    free(xp);
     free(e);
-    free(frame);
     return;
   }
-  T *wt = e + CB * elen, *tail = wt + j->cin * CB;
-  T *ext = frame + fh_band * pitch + SLACK;
+  T *wt = e + CB * epitch, *tail = wt + cin * CB, *ext = tail + cin * run + CB * run;
   for (long p = lo; p < hi; p++) {
     const long n = p / j->bands, o0 = (p % j->bands) * band;
     const long o1 = o0 + band < OH ? o0 + band : OH, rows = o1 - o0;
-    /* the band reads the padded plane's rows fr0 .. fr1 - 1: input rows r0 .. r1 - 1 */
-    const long fr0 = o0 * SH, fr1 = (o1 - 1) * SH + (KH - 1) * DH + 1;
+    /* the band reads the padded plane's rows fr0 .. fr1 - 1: input rows r0 .. r1 - 1, at
+       the frame's rows lr0 .. lr0 + nr - 1 */
+    const long fr0 = o0 * SH, fr1 = (o1 - 1) * SH + (KH - 1) * DH + 1, lfh = fr1 - fr0;
     const long r0 = fr0 - j->ph > 0 ? fr0 - j->ph : 0;
     const long r1 = fr1 - j->ph < H ? fr1 - j->ph : H;
-    const long nr = r1 > r0 ? r1 - r0 : 0;
-    const T *xb = j->x + n * j->cin * H * W + r0 * W;
-    /* (the frame's padding stays zero: every channel of the band writes the same region) */
-    memset(frame, 0, fh_band * pitch * sizeof(T));
+    const long nr = r1 > r0 ? r1 - r0 : 0, lr0 = r0 + j->ph - fr0;
+    for (long k = 0; k < cin && nr; k++)
+      frame_band(xp + k * area, lfh, fw, j->x + (n * cin + k) * H * W + r0 * W, nr, W, lr0, pw);
     for (long c0 = 0; c0 < cmid; c0 += CB) {
-      if (nr) pointwise_block(j, xb, H * W, nr * W, c0, e, elen, wt, tail);
+      if (nr) pointwise_block(j, xp + lr0 * pitch, area, nr * pitch, c0, e + lr0 * pitch,
+                              epitch, wt, tail);
       const long ncb = cmid - c0 < CB ? cmid - c0 : CB;
       for (long ci = 0; ci < ncb; ci++) {
         const long c = c0 + ci;
-        if (nr) frame_band(frame, fr1 - fr0, fw, e + ci * elen, nr, W, r0 + j->ph - fr0, j->pw);
+        T *frame = e + ci * epitch;
+        memset(frame, 0, lr0 * pitch * sizeof(T));
+        memset(frame + (lr0 + nr) * pitch, 0, ((lfh - lr0 - nr) * pitch + SLACK) * sizeof(T));
+        for (long r = lr0; r < lr0 + nr; r++) {
+          T *row = frame + r * pitch;
+          for (long col = 0; col < pw && col < fw; col++) row[COL_AT(col, fw)] = 0;
+          for (long col = pw + W; col < fw; col++) row[COL_AT(col, fw)] = 0;
+        }
         T wk[KK];
         for (int k = 0; k < KK; k++) wk[k] = j->w2[c * KK + k];
         T *y = j->out + ((n * cmid + c) * OH + o0) * OW;
@@ -182,8 +209,8 @@ static void ir_bands(void *job_, long lo, long hi) {
       }
     }
   }
+  free(xp);
   free(e);
-  free(frame);
 }
 
 /* the graph runner's step (runtime/cgraph.py), also called with a block made by Python:
