@@ -235,3 +235,24 @@ def test_the_op_refuses_mismatched_operands():
     with pytest.raises(EmberError, match="float32 or float64"):
         i = TensorType((1, 3, 8, 8), ember.int32)
         POINTWISE_DEPTHWISE.infer(i, w1, b, w2, b, **attrs)
+
+
+@needs_cc
+def test_one_thread_and_two_give_the_same_bits():
+    """The band height depends on the thread count (a small batch gets shorter bands); each
+    output's sums do not, so the results are identical."""
+    rng = np.random.default_rng(11)
+    operands = _operands(rng, 1, 6, 13, (23, 19), (3, 3), np.float32)
+    p = conv_geometry(
+        dict(stride=(2, 2), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=13), (23, 19),
+        (13, 1, 3, 3),
+    )  # fmt: skip
+    before = ember.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            ember.set_num_threads(threads)
+            results.append(cinverted_residual.forward(*operands, p, (RELU6, RELU6)))
+    finally:
+        ember.set_num_threads(before)
+    assert results[0].tobytes() == results[1].tobytes()
