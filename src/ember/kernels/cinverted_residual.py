@@ -197,8 +197,9 @@ def _write(path, choices: dict) -> None:
 def pays(x_shape, w1_shape, w2_shape, p, dtype, clamps: tuple) -> bool:
     """Whether the fused step runs this geometry clearly faster than the unfused pair (the
     expansion's step of kernels/cconv.py, the depthwise one of kernels/cdepthwise.py): timed
-    on random operands at the current thread count, once per machine and geometry, the answer
-    kept in ember's cache directory."""
+    on random operands at the current thread count (this thread's CPU time on one, the
+    process's on more), once per machine and geometry, the answer kept in ember's cache
+    directory."""
     from . import cpool
 
     dtype = np.dtype(dtype)
@@ -263,6 +264,9 @@ def _measure(x_shape, w1_shape, w2_shape, p, dtype, clamps, threads) -> bool | N
     def together():
         _call(fused, [x, w1, b, w2, b], out)
 
-    clock = time.thread_time if threads == 1 else time.perf_counter
+    # (the process's CPU time on more threads, the pool's included: what a call costs the
+    # machine, which wall time on a loaded machine does not show: another process holding a
+    # core stretches both sides' waits)
+    clock = time.thread_time if threads == 1 else time.process_time
     times = interleaved([unfused, together], _SAMPLES, clock=clock)
     return choose(times, 0) == 1
