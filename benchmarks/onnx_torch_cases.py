@@ -215,6 +215,45 @@ def mobilenet(torch, width=32, image=224, batch=1):
     return net.eval(), (torch.randn(batch, 3, image, image),)
 
 
+def mobilenet_v2(torch, image=224, batch=1):
+    """torchvision's MobileNetV2 (width 1.0) written out: inverted residual blocks (1x1
+    expansion, ReLU6, 3x3 depthwise, ReLU6, 1x1 projection, the shortcut where the shape
+    stays), random weights and batch-norm statistics."""
+    nn = torch.nn
+
+    def conv_bn(cin, cout, kernel, stride=1, groups=1, act=True):
+        layers = [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False)]
+        return layers + [nn.BatchNorm2d(cout)] + ([nn.ReLU6()] if act else [])
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride, expand):
+            super().__init__()
+            mid = cin * expand
+            layers = conv_bn(cin, mid, 1) if expand != 1 else []
+            layers += conv_bn(mid, mid, 3, stride, mid) + conv_bn(mid, cout, 1, act=False)
+            self.body = nn.Sequential(*layers)
+            self.shortcut = stride == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.shortcut else self.body(x)
+
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1)]
+    settings += [(6, 160, 3, 2), (6, 320, 1, 1)]
+    layers, cin = conv_bn(3, 32, 3, 2), 32
+    for t, c, n, s in settings:
+        for i in range(n):
+            layers.append(Block(cin, c, s if i == 0 else 1, t))
+            cin = c
+    layers += conv_bn(cin, 1280, 1) + [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000)]
+    torch.manual_seed(0)
+    net = nn.Sequential(*layers)
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
 def avgcnn(torch, width=32, image=64, batch=1):
     """A small CNN with average pooling between stages and adaptive average pooling at the end."""
     nn = torch.nn
@@ -338,6 +377,7 @@ BUILDERS = {
     "lstm": lstm,
     "rnn": rnn,
     "mobilenet": mobilenet,
+    "mobilenet_v2": mobilenet_v2,
     "avgcnn": avgcnn,
     "tcn": tcn,
     "groupnorm": groupnorm,

@@ -443,6 +443,9 @@ INTERNAL = {
     "tests/conftest.py and tests/transforms/test_fuse_leading.py",
     "fused_epilogue": "made by the epilogue pass (a product and its elementwise reader); checked "
     "by tests/conftest.py",
+    "pointwise_depthwise": "made by the patterns pass from two convolution epilogues (an "
+    "expansion and the depthwise convolution after it); tests/ops/samples_pointwise_depthwise.py "
+    "checks it against PyTorch, tests/onnx/test_onnx55_inverted_residual.py its C kernel",
     "batch_norm_fold": "made by transforms/fold_affine_inputs.py (an inference batch norm folded "
     "into a weight); tests/ops/samples_batch_norm_fold.py checks it against PyTorch and "
     "tests/transforms/test_fold_affine_inputs.py the folded models",

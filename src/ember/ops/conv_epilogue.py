@@ -17,7 +17,7 @@ from ._rules import Clamp, EpilogueRule
 from .conv_lift import lifted_node
 from .program import Input, Temp
 
-__all__ = ["epilogue_spec", "rule"]
+__all__ = ["epilogue_plan", "epilogue_spec", "rule"]
 
 
 def _per_channel(t, result) -> bool:
@@ -166,9 +166,10 @@ def _latest(clamps: int, bias, residual):
     return "res" if residual is not None else ("pre" if bias is not None else "conv")
 
 
-def _epilogue_plan(node, conv_infer, compiled):
+def epilogue_plan(node, conv_infer, compiled):
     """(the fused node's `Spec`, its convolution's attributes, the convolution's result type),
-    or None when the C store cannot run it."""
+    or None when the C store cannot run it (``conv_infer``: the convolution's shape rule;
+    ``compiled()``: its C kernels' module, ops/conv.py)."""
     attrs = node.attrs
     n, slot = attrs["n_producer"], attrs["slot"]
     x_type, w_type = (v.type for v in node.inputs[:2])
@@ -218,7 +219,7 @@ def rule(conv_infer, compiled) -> EpilogueRule:
     (``compiled()``, ops/conv.py)."""
 
     def plan(node):
-        return _epilogue_plan(node, conv_infer, compiled)
+        return epilogue_plan(node, conv_infer, compiled)
 
     def compile_(node):
         from ..kernels import cconv_epilogue
