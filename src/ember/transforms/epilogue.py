@@ -10,7 +10,10 @@ over the matmul's own result: one full-size array fewer. (The gain is small here
 NumPy takes no epilogue of its own; see kernels/cepilogue.py for the measurements.)
 A convolution's epilogue is stored by its C kernel tile by tile (kernels/cconv_epilogue.py):
 a per-channel bias, a clamp (an op's ``clamp`` rule: ReLU, ReLU6, hardtanh, Clip's maximum and
-minimum) and the ReLU's gradient mask; other programs are not fused onto it.
+minimum), a residual of the result's shape and the ReLU's gradient mask; other programs are not
+fused onto it. A group that two producers' results meet in (a downsampling block's two
+convolutions, their biases and the sum) is split so that each takes a part
+(transforms/epilogue_split.py), where both parts are then epilogues.
 The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
 ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpooling.py).
 

@@ -10,7 +10,7 @@ comparison then sits beside the ReLU, where fusion groups it with the ReLU and a
 stores both (ops/conv_epilogue.py: the ``!= 0`` mask).
 
 The move is exact: the same op on the same values, only earlier. A backward node moves when it
-is pure, elementwise, reads one forward value (produced by a call, not returned to the user,
+is pure, elementwise, not returned, reads one forward value (produced by a call, not returned,
 read by no other backward node that stays) and otherwise only constants (copied into the
 forward: a constant read by both halves would be saved too), and the results of all the
 value's moved readers take fewer bytes than the value. What an op is comes from its rules
@@ -57,6 +57,8 @@ def _moves(graph: Graph, start: int) -> list:
             readers = list({id(u): u for u in later}.values())
             if not all(_reads_only(u, value) for u in readers):
                 continue
+            if any(id(u.outputs[0]) in returned for u in readers):
+                continue  # (a joint output made by the backward stays there: its position)
             held = _bytes(value)
             moved = [_bytes(u.outputs[0]) for u in readers]
             if held is None or None in moved or sum(moved) >= held:
