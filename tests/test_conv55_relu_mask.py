@@ -125,6 +125,30 @@ def test_the_fused_ne_mask_gives_the_unfused_graphs_bits(seed, program, dtype, m
     _agree(got, reference, dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_half_precision_stores_the_unfused_mask(stride, dtype):
+    # (16-bit stores: the mask compares the rounded value, as the unfused ne reads it)
+    half = getattr(ember, dtype)
+    rng = np.random.default_rng(stride)
+    shapes = ((2, 5, 9, 9), (6, 5, 3, 3), (6,))
+    tensors = [ember.tensor(rng.standard_normal(s).astype(np.float32)).to(half) for s in shapes]
+    tensors[0][0, 0, 0, 0] = float("nan")
+    tensors[0][0, 1, 0, 1] = float("inf")
+
+    def fn(x, w, b):
+        y = F.relu(F.conv2d(x, w, b, stride=stride, padding=1))
+        return y, y != 0
+
+    graph = ember.trace(fn, *tensors, opt_level=0).graph
+    arrays = [t.detach().numpy() for t in tensors]
+    unfused, _ = optimize(graph.copy(), passes=[FUSE, DCE])
+    fused, _ = optimize(graph.copy(), passes=[FUSE, DCE, EPILOGUE])
+    assert len(_ne_epilogues(fused)) == int(COMPILER)
+    for g, e in zip(compile_graph(fused)(*arrays), compile_graph(unfused)(*arrays)):
+        np.testing.assert_array_equal(_bits(g), _bits(e))
+
+
 def _agree(got, want, dtype):
     (value, mask), (value_want, mask_want) = [np.asarray(a) for a in got], want
     np.testing.assert_array_equal(np.isnan(value), np.isnan(value_want))
