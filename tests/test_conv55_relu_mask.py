@@ -101,7 +101,7 @@ def _traced(program, geometry, arrays, own_bias):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("program", list(PROGRAMS))
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_the_fused_ne_mask_gives_the_unfused_graphs_bits(seed, program, dtype, monkeypatch):
     # (both graphs' convolutions take the counted layout: the same sums in the same order)
     monkeypatch.setenv("EMBER_CONV_LAYOUT", "count")
@@ -158,7 +158,7 @@ def _agree(got, want, dtype):
     np.testing.assert_array_equal(mask[np.isnan(value_want)], True)  # NaN: the mask passes
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))
 def test_the_fused_mask_agrees_with_torch(seed):
     torch = pytest.importorskip("torch")
     geometry = _geometry(seed + 10)
@@ -255,3 +255,52 @@ def test_the_forward_saves_a_mask_not_the_relu_result():
     assert ember.types.TensorType((4, 8, 5, 5), ember.float32) not in saved
     if COMPILER:
         assert len(_ne_epilogues(forward)) == 1
+
+
+def _early_mask_net(dtype):
+    # (a frozen first layer and a wide second one: the fusion pass computes the second ReLU's
+    # mask in the forward, where it lowers the planned peak, transforms/fuse.py)
+    nn = ember.nn
+    ember.manual_seed(1)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(4, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    ).to(dtype)
+    for p in list(model.parameters())[:2]:
+        p.requires_grad_(False)
+    return model
+
+
+def _training_step(model):
+    opt = ember.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def test_a_training_step_stores_its_forward_mask_with_the_convolution_and_equals_eager():
+    x = ember.tensor(np.random.default_rng(4).standard_normal((8, 3, 16, 16)))
+    model = _early_mask_net(ember.float64)
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    compiled = ember.function(_training_step(model))
+    losses = [compiled(x).item() for _ in range(2)]
+    if COMPILER:  # conv, bias, ReLU and the gradient's != 0 mask: one node
+        assert len(_ne_epilogues(compiled.graph)) == 1
+    got = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(start)
+    eager = _training_step(model)
+    want = [eager(x).item() for _ in range(2)]
+    np.testing.assert_allclose(losses, want, rtol=1e-12)
+    for k, v in model.state_dict().items():
+        np.testing.assert_allclose(got[k].numpy(), v.numpy(), rtol=1e-10, atol=1e-13)
