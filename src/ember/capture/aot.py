@@ -123,6 +123,11 @@ class AutogradPlan:
             # before the partition decides what the forward saves: a ReLU's mask read at max
             # pooling's winners is computed from the pooled values, not saved at full size
             move_masks(joint, start=backward_start)
+        if options.opt_level:
+            from ..transforms.forward_masks import compute_masks_forward
+
+            # a ReLU's mask saved rather than its float result, where only the mask is read
+            backward_start = compute_masks_forward(joint, backward_start)
         self.forward, self.backward = partition(joint, backward_start)
         position = {v.name: i for i, v in enumerate(joint.inputs)}
         self.forward_inputs = [position[v.name] for v in self.forward.inputs]

@@ -7,10 +7,11 @@ whole output.
 The C store does a fixed set of things, described by a `Spec`: an optional per-channel bias,
 an optional residual of the output's shape (a residual block's ``relu(conv(x) + shortcut)``:
 the shortcut read as each tile is stored, rather than a pass of its own over both), an optional
-clamp, the float output and an optional mask (the value > 0). Which epilogue
-programs come down to a `Spec` is the convolution's epilogue rule (ops/conv.py), which calls
-`build` and `c_step` with it; anything else stays a separate elementwise node. The reference is
-the node's own kernel (ops/fused.py: the conv kernel, then the program's NumPy kernels).
+clamp, the float output and an optional mask (the value > 0, or != 0 where the clamp block
+says: kernels/cclamp.py). Which epilogue programs come down to a `Spec` is the convolution's
+epilogue rule (ops/conv.py), which calls `build` and `c_step` with it; anything else stays a
+separate elementwise node. The reference is the node's own kernel (ops/fused.py: the conv
+kernel, then the program's NumPy kernels).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["Spec", "build", "c_step"]
 class Spec(NamedTuple):
     bias: int | None  # position of the bias among the node's epilogue operands
     # the clamp applied before the float output is stored: (lo, hi, lo takes ties, hi takes
-    # ties), kernels/cconv.py's `clamp_address`; None: none
+    # ties[, the mask is v != 0]), kernels/cclamp.py's `clamp_address`; None: none
     clamp: tuple | None
     value: int | None  # position in ``outputs`` of the float output
     mask: int | None  # position in ``outputs`` of the mask

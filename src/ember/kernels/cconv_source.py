@@ -65,8 +65,8 @@ struct fwd {
   const S *x, *bias;
   const void *wp; /* P: T, or bfloat16 pairs */
   S *out;
-  unsigned char *mask; /* out > 0 (the ReLU's gradient mask), or NULL */
-  const double *clamp; /* lo, hi, lo takes ties, hi takes ties; or NULL */
+  unsigned char *mask; /* out > 0 or out != 0 (the ReLU's gradient mask: `mask_one`), or NULL */
+  const double *clamp; /* lo, hi, lo takes ties, hi takes ties, mask v != 0 (`mask_one`); or NULL */
   const long *src, *dst, *roff; /* src, dst: per column of one sample */
   long m_panels, k, cols, cout, chan; /* chan: the output's channel stride */
   long grid, x_sample, out_sample;    /* columns per sample; the sample strides */
@@ -318,7 +318,14 @@ static inline T clamp_one(T v, const double *c) {
   if (c[3] ? v >= hi : v > hi) v = hi;
   return v;
 }
+/* the ReLU gradient's mask of a stored value as the graph's comparison computes it: v > 0 (NaN
+   false), or, where the clamp block's fifth entry says so, v != 0 (NaN true: ``ne(relu(x), 0)``,
+   the mask a graph's ReLU gradient reads) */
+static inline unsigned char mask_one(T v, const double *c) { return c && c[4] ? v != 0 : v > 0; }
 #if HAVE_MASKS
+static inline MASK mask_vec(V v, V zero, const double *c) {
+  return c && c[4] ? CMP(v, zero, _CMP_NEQ_UQ) : CMP(v, zero, _CMP_GT_OQ);
+}
 static inline V clamp_vec(V v, const double *c) {
   V lo = SET1((T)c[0]), hi = SET1((T)c[1]);
   v = MOV(v, c[2] ? CMP(v, lo, _CMP_LE_OQ) : CMP(v, lo, _CMP_LT_OQ), lo);
@@ -327,7 +334,7 @@ static inline V clamp_vec(V v, const double *c) {
 #endif
 
 /* to[t] = from[t] + b (+ res[t], a residual of the output's shape, where res is given) (then
-   clamped), mask[t] = to[t] > 0; ``from`` may be read up to a whole
+   clamped), mask[t] = mask_one(to[t]); ``from`` may be read up to a whole
    vector past n. Runs are short (an output row: 7 to 28 elements here), so AVX-512 stores them
    as masked vectors; elsewhere the loops are plain. 16-bit storage rounds once, as PyTorch's
    half-precision convolutions do: the float32 sum plus the bias (-0.0, the identity, where
@@ -371,7 +378,7 @@ static inline void store_run(const T *from, T b, const S *res, const double *cla
     }
     _mm256_mask_storeu_epi16(to + t, keep, h);
     if (mask)
-      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(mask_vec(v, zero, clamp), ones));
   }
 }
 #elif HALF
@@ -382,7 +389,7 @@ static inline void store_run(const T *from, T b, const S *res, const double *cla
     if (res) v = RND(v + LD(res[t]));
     if (clamp) v = clamp_one(v, clamp);
     to[t] = ST(v);
-    if (mask) mask[t] = v > 0;
+    if (mask) mask[t] = mask_one(v, clamp);
   }
 }
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -397,7 +404,7 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
     if (clamp) v = clamp_vec(v, clamp);
     STORE(to + t, keep, v);
     if (mask)
-      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(CMP(v, zero, _CMP_GT_OQ), ones));
+      _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(mask_vec(v, zero, clamp), ones));
   }
 }
 #else
@@ -408,7 +415,7 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
     if (res) v += res[t];
     if (clamp) v = clamp_one(v, clamp);
     to[t] = v;
-    if (mask) mask[t] = v > 0;
+    if (mask) mask[t] = mask_one(v, clamp);
   }
 }
 #endif
@@ -431,7 +438,7 @@ static inline void store_steps(const T *from, T b, const S *res, const double *c
       STORE(to + 2 * t, keep, spread);
       if (mask)
         _mm_mask_storeu_epi8(mask + 2 * t, keep,
-                             _mm_maskz_mov_epi8(CMP(spread, zero, _CMP_GT_OQ), ones));
+                             _mm_maskz_mov_epi8(mask_vec(spread, zero, clamp), ones));
     }
     return;
   }
@@ -441,7 +448,7 @@ static inline void store_steps(const T *from, T b, const S *res, const double *c
     if (res) v = RND(v + LD(res[t * step]));
     if (clamp) v = clamp_one(v, clamp);
     to[t * step] = ST(v);
-    if (mask) mask[t * step] = v > 0;
+    if (mask) mask[t * step] = mask_one(v, clamp);
   }
 }
 

@@ -137,7 +137,7 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
       if (f->res) v = RND(v + LD(f->res[at + co * f->chan]));
       if (f->clamp) v = clamp_one(v, f->clamp);
       o[co * f->chan] = ST(v);
-      if (m) m[co * f->chan] = v > 0;
+      if (m) m[co * f->chan] = mask_one(v, f->clamp);
     }
   }
 }

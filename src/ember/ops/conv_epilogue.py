@@ -1,7 +1,8 @@
 """The forward convolution's epilogue: what of the elementwise ops on a convolution's result
 its C kernel stores tile by tile (kernels/cconv.py, kernels/cconv_epilogue.py): a per-channel
 bias, a clamp (the ops whose ``clamp`` rule bounds the value: ReLU, hardtanh and so ReLU6,
-maximum and minimum with constants, ONNX's Clip as imported), and the ReLU's gradient mask.
+maximum and minimum with constants, ONNX's Clip as imported), and the ReLU's gradient mask
+(``value > 0``, or ``value != 0`` as a graph's ReLU gradient reads it: NaN true).
 The C store adds a half-precision bias to the float32 sums before the one rounding (the
 convolution's own bias operand: PyTorch's arithmetic), so a separate half-precision ``add`` of
 a bias, which rounds the convolution's result first, stays a separate node; a convolution with
@@ -11,6 +12,7 @@ the store's `Spec`; `rule` is the ``conv`` op's `EpilogueRule` (ops/conv.py)."""
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..kernels.cclamp import UNBOUNDED
 from ..kernels.cconv_epilogue import Spec
 from ._registry import REGISTRY
 from ._rules import Clamp, EpilogueRule
@@ -82,19 +84,21 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
     the result's shape (a residual block's shortcut; float32/float64: a half-precision sum
     rounds the convolution's result first, which the store does not), then a chain of ops
     whose ``clamp`` rule bounds the value (relu; maximum, minimum with constants: ReLU6 as
-    ONNX's Clip writes it; hardtanh), an optional ``gt(value, 0)`` (the mask), with one float
-    output (the chain's last value) and at most one mask. The store adds in that order, so a
-    program adding the residual before the bias is left alone (its sums round otherwise).
+    ONNX's Clip writes it; hardtanh), an optional mask: ``gt(value, 0)``, or ``ne(value, 0)`` of
+    the stored value (NaN true: the mask a graph's ReLU gradient reads, ``relu(x) != 0``), with
+    one float output (the chain's last value) and at most one mask. The store adds in that
+    order, so a program adding the residual before the bias is left alone (its sums round
+    otherwise).
 
     ``operand_types``: the program's input types, the conv result's type at ``slot``."""
-    add, gt = REGISTRY["add"], REGISTRY["gt"]
+    add, gt, ne = REGISTRY["add"], REGISTRY["gt"], REGISTRY["ne"]
     # per program result: "pre" (after the bias), "res" (after the residual), ("act", n): n-th
     # clamp, "mask"
     kinds: list = []
     bias = residual = None
     clamp = None
     clamps = 0
-    masked = []  # what each mask reads
+    masked = []  # (what each mask reads, whether it is ``!= 0``)
     for instr in program:
         sources = []
         for ref in instr.operands:
@@ -135,27 +139,33 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
                 kinds.append("res")
             else:
                 return None
-        elif instr.op is gt and sources[1] == ("k", 0.0) and _chained(sources[0]):
+        elif instr.op in (gt, ne) and sources[1] == ("k", 0.0) and _chained(sources[0]):
             if sources[0] != _latest(0, bias, residual) and not isinstance(sources[0], tuple):
                 return None  # the mask of a value before the bias or the residual: not stored
-            masked.append(sources[0])
-            kinds.append("mask")
+            masked.append((sources[0], instr.op is ne))
+            kinds.append("mask!=" if instr.op is ne else "mask")
         else:
             return None
     final = _latest(clamps, bias, residual)
-    if any(read != final and not _mask_agrees(clamp) for read in masked):
-        return None  # (the store's mask is of the clamped value)
+    # (the store's mask is of the clamped value: ``clamped > 0`` is ``value > 0`` under a
+    # ReLU's bounds, but ``clamped != 0`` is not ``value != 0`` for a negative value)
+    if any(read != final and (not_zero or not _mask_agrees(clamp)) for read, not_zero in masked):
+        return None
     value = mask = None
+    not_zero = False
     for position, j in enumerate(outputs):
         kind = kinds[j]
         dtype = dt.as_dtype(out_types[position][1])
-        if kind == "mask" and mask is None and dtype is dt.bool_:
-            mask = position
+        if kind in ("mask", "mask!=") and mask is None and dtype is dt.bool_:
+            mask, not_zero = position, kind == "mask!="
         elif kind == final and value is None and dtype == result.dtype:
             value = position
         else:
             return None  # (a value before the clamp and the clamped one both wanted)
-    return Spec(bias, None if clamp is None else tuple(clamp), value, mask, residual=residual)
+    bounds = None if clamp is None else tuple(clamp)
+    if not_zero:  # (the clamp block says how the mask compares: kernels/cclamp.py)
+        bounds = (*(bounds or UNBOUNDED), True)
+    return Spec(bias, bounds, value, mask, residual=residual)
 
 
 def _latest(clamps: int, bias, residual):

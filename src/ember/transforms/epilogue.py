@@ -10,7 +10,10 @@ over the matmul's own result: one full-size array fewer. (The gain is small here
 NumPy takes no epilogue of its own; see kernels/cepilogue.py for the measurements.)
 A convolution's epilogue is stored by its C kernel tile by tile (kernels/cconv_epilogue.py):
 a per-channel bias, a clamp (an op's ``clamp`` rule: ReLU, ReLU6, hardtanh, Clip's maximum and
-minimum) and the ReLU's gradient mask; other programs are not fused onto it.
+minimum), a residual of the result's shape and the ReLU's gradient mask; other programs are not
+fused onto it. A group that two producers' results meet in (a downsampling block's two
+convolutions, their biases and the sum) is split so that each takes a part
+(transforms/epilogue_split.py), where both parts are then epilogues.
 The max-pooling gradient (``pool_scatter``) takes ``where(mask, result, c)``, the gradient of a
 ReLU before the pooling, applied by its C kernel plane by plane (kernels/cpooling.py).
 
@@ -45,6 +48,7 @@ from ..ops.program import Input, Instr, Program, Temp
 from ..plan.arena import concrete
 from ..plan.memory import plan_memory
 from ..types import TensorType
+from .epilogue_split import SideResult, independent_split
 from .fuse import _fusable
 
 __all__ = ["EPILOGUE", "fuse_epilogues"]
@@ -124,6 +128,74 @@ def _fuse_pair(graph: Graph, producer, reader) -> None:
     graph.erase_node(producer)
 
 
+def _split_between_producers(graph: Graph, producer) -> bool:
+    """Split ``producer``'s ``fused_elementwise`` reader into the part independent of its
+    result and the rest (transforms/epilogue_split.py) where the rest is ``producer``'s
+    epilogue and the independent part another producer's (a downsampling block's two
+    convolutions and their biases before the sum); then fuse both pairs."""
+    result = producer.outputs[0]
+    if any(v is result for v in graph.outputs) or len(result.users) != 1:
+        return False
+    reader = result.users[0]
+    if (
+        reader.kind != "call"
+        or reader.op is not FUSED
+        or sum(v is result for v in reader.inputs) != 1
+    ):
+        return False
+    inputs = list(reader.inputs)
+    slot = next(i for i, v in enumerate(inputs) if v is result)
+    split = independent_split(reader.attrs, inputs, slot)
+    if split is None or not _takes_part(producer, split.main):
+        return False
+    side_inputs = split.side[3]
+    partner = next(
+        (
+            v.node
+            for v in side_inputs
+            if v.node is not None
+            and _producer(v.node)
+            and v is v.node.outputs[0]
+            and len(v.users) == 1
+            and not any(v is out for out in graph.outputs)
+            and _takes_part(v.node, split.side)
+        ),
+        None,
+    )
+    if partner is None:
+        return False
+    program, outputs, out_types, _ = split.side
+    with graph.inserting_after(reader):
+        side = graph.add_call(
+            FUSED, side_inputs, {"program": program, "outputs": outputs, "out_types": out_types}
+        )
+        stored = dict(zip(map(id, split.side_results), side.outputs))
+        program, outputs, out_types, main_inputs = split.main
+        main = graph.add_call(
+            FUSED,
+            [stored[id(v)] if isinstance(v, SideResult) else v for v in main_inputs],
+            {"program": program, "outputs": outputs, "out_types": out_types},
+        )
+    parts = {"side": side, "main": main}
+    _rename(graph, reader, [parts[part].outputs[k] for part, k in split.results])
+    graph.erase_node(reader)
+    _fuse_pair(graph, producer, main)
+    _fuse_pair(graph, partner, side)
+    return True
+
+
+def _takes_part(producer, part) -> bool:
+    """Whether ``producer`` takes one part of a split group (its result read once there, every
+    output of its result's shape) as its epilogue."""
+    program, outputs, out_types, inputs = part
+    result = producer.outputs[0]
+    if sum(v is result for v in inputs) != 1:
+        return False
+    if any(tuple(t[0]) != tuple(result.shape) for t in out_types):
+        return False
+    return _takes(producer, program, outputs, out_types, inputs)
+
+
 def _rename(graph: Graph, node, new_values) -> None:
     """Readers of ``node``'s outputs read ``new_values`` instead, which take the old names."""
     for old, new in zip(node.outputs, new_values):
@@ -196,6 +268,8 @@ def fuse_epilogues(graph: Graph) -> tuple[Graph, bool]:
         reader = _consumer(graph, producer)
         if reader is not None:
             _fuse_pair(graph, producer, reader)
+            changed = True
+        elif _split_between_producers(graph, producer):
             changed = True
     if changed:
         graph.nodes = graph.topological_order()
