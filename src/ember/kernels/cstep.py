@@ -27,7 +27,11 @@ class CStep:
     operands' layouts: kernels/cnumpy_product.py); runtime/cgraph.py checks them.
     ``failed``: for a step that checks its inputs' values (a gather's indices), an int64 array
     of one element that the step sets nonzero, writing nothing, where the op's kernel would
-    raise; the runner then raises the kernel's own error (C has no exceptions)."""
+    raise; the runner then raises the kernel's own error (C has no exceptions).
+    ``overwrites_operand``: the step computes right even where an output of an input's type is
+    that input's own memory (a fused loop's elementwise index-by-index writes, as generated code
+    hands it ``out=`` a dying operand): the runner then places such an output over an operand
+    nothing reads afterwards (runtime/cgraph_memory.py)."""
 
     fn: int
     args: np.ndarray
@@ -35,6 +39,7 @@ class CStep:
     keep: tuple = field(default=())
     contiguous_inputs: tuple = field(default=())
     failed: np.ndarray | None = field(default=None)
+    overwrites_operand: bool = field(default=False)
 
 
 # the product steps' epilogue (kernels/csteps.py, cnumpy_product.py, cprepack.py): + bias per
