@@ -12,8 +12,8 @@ the node's inputs and outputs, sizes, and scratch memory of its own (so steps ru
 never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> CStep | None``
 (kernels/cstep.py; None: not this node, and then the graph has no C program); kernels/csteps.py
 holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others (a
-fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression
-with no rule of its own (one no fused group took) runs as
+fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression,
+or a reduction (a `ReductionRule`), with no rule of its own (one no fused group took) runs as
 the one-instruction loop the fusion pass would make of it (ops/fused.py `lone_c_step`); a
 view op with no rule of its own, or one its rule declines (permute, basic getitem, a real
 broadcast), copies its view's elements (ops/_view_step.py). A step runs its kernel on the
@@ -181,7 +181,8 @@ def c_steps(graph) -> list | None:
         if not native_code(node):
             return None  # (complex values: the reference kernels run the graph)
         hook = node.op.c_step
-        if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
+        lone = node.op.c is not None or node.op.reduction is not None
+        if hook is None and lone:  # a lone elementwise op or reduction: a loop of one
             hook = lone_c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if not all(isinstance(d, int) for t in types for d in t.shape):
