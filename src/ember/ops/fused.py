@@ -246,11 +246,28 @@ def lone_c_step(node):
     fusion pass would make of it (kernels/cfuse.py), or None."""
     program = _lone_program(node)
     if program is None:
-        return None
+        return _sequential_step(node)
     from ..kernels import cfuse
 
     in_types = [v.type for v in node.inputs]
     return cfuse.c_step(program, (0,), [node.outputs[0].type], in_types)
+
+
+def _sequential_step(node):
+    """The step of a lone reduction whose kernel takes the terms one after another on this
+    dtype (`ReductionRule.sequential`: a product, an integer maximum), or None."""
+    rule = node.op.reduction if node.kind == "call" else None
+    if rule is None or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    x, out = node.inputs[0], node.outputs[0]
+    if x.dtype not in rule.sequential or out.dtype != x.dtype or "axes" not in node.attrs:
+        return None
+    if not all(isinstance(d, int) for d in x.shape):
+        return None
+    from ..kernels.creduce_step import reduce_step
+
+    axes = tuple(node.attrs["axes"])
+    return reduce_step(rule.accumulate, x.dtype.np, tuple(x.shape), axes)
 
 
 def _no_producer(attrs) -> None:
