@@ -146,5 +146,7 @@ def product_step(x, w, bias, out, *, transposed: bool, relu: bool, same_operand:
     slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
     slots += [(2, "in", 2)] if bias is not None else []
     step = CStep(function_address(functions[0]), np.array(args, np.int64), slots, (functions,))
-    step.contiguous_inputs = (0, 1)  # (NumPy's calls follow its operands' layouts)
+    from .csteps import layout_operands
+
+    step.contiguous_inputs = layout_operands(x)  # (NumPy's calls follow its operands' layouts)
     return step
