@@ -16,6 +16,7 @@ import ember.nn as nn
 from ember.kernels import ccompile
 from ember.plan.memory import plan_memory
 from ember.runtime import cgraph
+from ember.runtime.cgraph_memory import _weight
 from ember.runtime.codegen import compile_graph
 from ember.utils.checkpoint import checkpoint
 
@@ -120,3 +121,20 @@ def test_random_branching_graphs_on_two_threads(seed):
         want = compile_graph(graph)(*arrays)
         for _ in range(5):
             assert all(np.array_equal(g, w) for g, w in zip(run(*arrays), want))
+    # on two threads, the arena's orderings never lengthen the longest path past the work
+    # shared over the threads
+    calls = [n for n in graph.nodes if n.kind == "call"]
+    weights = [_weight(n) for n in calls]
+    plain = _longest_path(calls, weights, set())
+    ordered = _longest_path(calls, weights, run._arena.edges)
+    assert ordered <= max(plain, sum(weights) / 2) * (1 + 1e-9)
+
+
+def _longest_path(calls, weights, edges) -> float:
+    position = {id(n): p for p, n in enumerate(calls)}
+    finish = []
+    for p, node in enumerate(calls):
+        before = {position[id(v.node)] for v in node.inputs if id(v.node) in position}
+        before |= {t for t, s in edges if s == p}
+        finish.append(max((finish[q] for q in before), default=0.0) + weights[p])
+    return max(finish)

@@ -234,7 +234,7 @@ class CGraphProgram:
         self._steps = [step_of[p] for p in order]
         made_by = {id(v): index[p] for p in order for v in graph.nodes[p].outputs}
         # the intermediate values' arena, and the orderings its sharing needs (call positions)
-        self._arena = plan_arena(graph, [graph.nodes[p] for p in calls], steps)
+        self._arena = plan_arena(graph, [graph.nodes[p] for p in calls], steps, threads)
         ordered = {}
         for a, b in self._arena.edges:
             ordered.setdefault(index[calls[b]], set()).add(index[calls[a]])

@@ -21,8 +21,15 @@ and the graph's dependencies do not already order every step touching the first 
 step writing the second, the program adds that ordering (`RunnerArena.edges`: step -> step,
 both forward in the graph's order, so no cycle): a recomputation then waits until the memory
 it takes is free, where the rematerializer put it. Among gaps that fit, the placement prefers
-one whose sharing the dependencies already order, so independent branches keep running at
-once wherever the memory allows.
+one whose sharing the dependencies already order.
+
+On one thread the orderings cost nothing (the steps run one after another anyway), and the
+arena is the graph order's. On several, an ordering that would make the graph's longest path
+(its steps weighted by their ops' FLOPs and bytes, the `cost` rule) longer than it is, or than
+the work shared evenly over the threads, is not made: that
+sharing is given up, the arena grows, and independent branches (an inception block's) keep
+running at once. A recomputation has all the slack between its saved inputs and its backward
+reader, so its orderings cost no time and are made.
 
 Graph outputs are new arrays each run, graph inputs the caller's and constants the graph's:
 none of them is in the arena.
@@ -64,8 +71,9 @@ class _Buffer:
     offset: int = -1
 
 
-def plan_arena(graph, calls: list, steps: list) -> RunnerArena:
-    """The `RunnerArena` of ``graph``'s call nodes ``calls`` (graph order) run as ``steps``."""
+def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena:
+    """The `RunnerArena` of ``graph``'s call nodes ``calls`` (graph order) run as ``steps`` on
+    ``threads`` threads."""
     kept_out = {id(v) for v in (*graph.outputs, *graph.inputs)}
     readers: dict = {}  # id(value) -> positions of the steps reading it
     for p, node in enumerate(calls):
@@ -88,7 +96,8 @@ def plan_arena(graph, calls: list, steps: list) -> RunnerArena:
             b.touches |= readers.get(id(v), set()) | {p}
             b.end = max(b.touches)
     ancestors = _ancestors(calls)
-    size, edges = _place([b for b in buffers if b.nbytes], ancestors)
+    slack = _Slack(calls, threads) if threads > 1 else None
+    size, edges = _place([b for b in buffers if b.nbytes], ancestors, slack)
     memory = np.empty(size + ALIGNMENT, np.uint8)
     skip = (-memory.ctypes.data) % ALIGNMENT
     arrays = {}
@@ -137,7 +146,7 @@ def _ancestors(calls: list) -> list:
     return ancestors
 
 
-def _place(buffers: list, ancestors: list) -> tuple[int, set]:
+def _place(buffers: list, ancestors: list, slack=None) -> tuple[int, set]:
     """(arena size, ordering edges) placing ``buffers`` (offsets set on them); the placement
     order of three (as plan/arena.py `place`) that gives the smallest arena, then the fewest
     edges."""
@@ -148,7 +157,9 @@ def _place(buffers: list, ancestors: list) -> tuple[int, set]:
     )
     best = None
     for key in orders:
-        size, offsets, edges = _best_fit(sorted(buffers, key=key), ancestors)
+        if slack is not None:
+            slack.reset()
+        size, offsets, edges = _best_fit(sorted(buffers, key=key), ancestors, slack)
         if best is None or (size, len(edges)) < (best[0], len(best[2])):
             best = size, offsets, edges
     size, offsets, edges = best
@@ -161,10 +172,11 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def _best_fit(todo: list, ancestors: list) -> tuple[int, dict, set]:
+def _best_fit(todo: list, ancestors: list, slack=None) -> tuple[int, dict, set]:
     """(arena size, offsets, edges) placing ``todo`` in this order, each at the best-fitting
     gap among the buffers alive with it, one whose earlier or later tenants the dependencies
-    order before or after it where one fits (see the module docstring)."""
+    order before or after it where one fits; with ``slack`` (several threads), a gap whose
+    orderings would lengthen the longest path is not taken (see the module docstring)."""
     placed: list = []  # (buffer, offset, size)
     offsets: dict = {}
     edges: set = set()
@@ -181,13 +193,18 @@ def _best_fit(todo: list, ancestors: list) -> tuple[int, dict, set]:
         gaps.sort()
         choice = None
         for _, offset in gaps:
-            needed = _needed_edges(b, offset, need, placed, ancestors)
+            needed = _needed_edges(b, offset, need, placed, ancestors) - edges
             if not needed:
                 choice = offset, needed
                 break
-            if choice is None:
+            if choice is None and (slack is None or slack.allows(needed)):
                 choice = offset, needed
+        if choice is None:  # (every gap's sharing would cost time: above everything placed)
+            top = max((o + s for _, o, s in placed), default=0)
+            choice = top, set()
         offset, needed = choice
+        if needed and slack is not None:
+            slack.add(needed)
         edges |= needed
         offsets[b.index] = offset
         placed.append((b, offset, need))
@@ -209,3 +226,58 @@ def _needed_edges(b, offset: int, need: int, placed: list, ancestors: list) -> s
         bits = ancestors[late.start]
         needed |= {(t, late.start) for t in early.touches if not bits >> t & 1}
     return needed
+
+
+class _Slack:
+    """The earliest and latest start of each step (graph order, weighted by its op's FLOPs and
+    bytes) under the dependencies and the orderings added so far: an ordering t -> s keeps the
+    longest path where t can finish before s must start."""
+
+    def __init__(self, calls: list, threads: int):
+        position = {id(n): p for p, n in enumerate(calls)}
+        self.weight = [_weight(n) for n in calls]
+        # (the threads cannot finish sooner than the work shared evenly: a path up to that
+        # long costs nothing)
+        self.floor = sum(self.weight) / threads
+        self.base = [
+            sorted({position[id(v.node)] for v in n.inputs if id(v.node) in position})
+            for n in calls
+        ]
+        self.reset()
+
+    def reset(self) -> None:
+        self.preds = [list(p) for p in self.base]
+        self._times()
+
+    def _times(self) -> None:
+        n, w = len(self.weight), self.weight
+        earliest = [0.0] * n
+        for s in range(n):  # (graph order is topological, the added orderings too)
+            earliest[s] = max((earliest[p] + w[p] for p in self.preds[s]), default=0.0)
+        end = max((earliest[s] + w[s] for s in range(n)), default=self.floor)
+        end = max(end, self.floor)
+        latest = [end - w[s] for s in range(n)]
+        for s in reversed(range(n)):
+            for p in self.preds[s]:
+                latest[p] = min(latest[p], latest[s] - w[p])
+        self.earliest, self.latest = earliest, latest
+
+    def allows(self, edges: set) -> bool:
+        return all(self.earliest[t] + self.weight[t] <= self.latest[s] for t, s in edges)
+
+    def add(self, edges: set) -> None:
+        for t, s in edges:
+            self.preds[s].append(t)
+        self._times()
+
+
+def _weight(node) -> float:
+    """A step's weight for the longest path: its op's FLOPs and bytes (1 without a rule)."""
+    rule = node.op.cost
+    if rule is None:
+        return 1.0
+    try:
+        cost = rule([v.type for v in node.inputs], [v.type for v in node.outputs], node.attrs)
+    except Exception:  # noqa: BLE001 - a cost rule refusing these types: a unit step
+        return 1.0
+    return float(cost.flops + cost.bytes) or 1.0
