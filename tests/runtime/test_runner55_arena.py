@@ -24,7 +24,7 @@ needs_c = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C com
 
 
 @functools.cache
-def _step_graph(ck: bool, blocks=4, d=64, batch=256):
+def _step_graph(ck: bool, blocks=4, d=32, batch=128):
     ember.manual_seed(0)
     layers = nn.ModuleList(
         nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)) for _ in range(blocks)
