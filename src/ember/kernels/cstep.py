@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BIAS_RELU", "STEP_CALL", "CStep", "data_address", "function_address"]
+__all__ = [
+    "BIAS_RELU",
+    "STEP_CALL",
+    "CStep",
+    "data_address",
+    "function_address",
+    "layout_operands",
+]
 
 
 @dataclass
@@ -40,6 +47,16 @@ class CStep:
     contiguous_inputs: tuple = field(default=())
     failed: np.ndarray | None = field(default=None)
     overwrites_operand: bool = field(default=False)
+
+
+def layout_operands(x) -> tuple:
+    """The operands of a product by a matrix whose layouts its kernels read, ``x`` being the
+    left operand's type: both where x is a matrix; the matrix only where x has batch
+    dimensions, which every kernel folds into rows of a C-contiguous x, copying a strided one
+    first (ops/_matmul_kernels.py `_matmul`, ops/_row_blocks.py `rows_of`: a batch-first
+    sequence seen time-first, as a batch_first LSTM's input projection reads it), as the
+    runner's own copy of the view gives it."""
+    return (0, 1) if len(x.shape) == 2 else (1,)
 
 
 # the product steps' epilogue (kernels/csteps.py, cnumpy_product.py, cprepack.py): + bias per

@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from .cstep import BIAS_RELU, CStep, function_address
+from .cstep import BIAS_RELU, CStep, function_address, layout_operands
 
 __all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
@@ -278,16 +278,6 @@ def linear_step(
         # order of sums than its contiguous copy); ember's own GEMM packs both whatever they are
         made.contiguous_inputs = layout_operands(x)
     return made
-
-
-def layout_operands(x) -> tuple:
-    """The operands of a product by a matrix whose layouts its kernels read, ``x`` being the
-    left operand's type: both where x is a matrix; the matrix only where x has batch
-    dimensions, which every kernel folds into rows of a C-contiguous x, copying a strided one
-    first (ops/_matmul_kernels.py `_matmul`, ops/_row_blocks.py `rows_of`: a batch-first
-    sequence seen time-first, as a batch_first LSTM's input projection reads it), as the
-    runner's own copy of the view gives it."""
-    return (0, 1) if len(x.shape) == 2 else (1,)
 
 
 def _packed_step(b: np.ndarray, m: int, bias, relu: bool) -> CStep | None:
