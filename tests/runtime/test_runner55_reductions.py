@@ -1,5 +1,5 @@
 """Lone reductions whose kernels take the terms one after another (`ReductionRule.sequential`:
-products in float32, float64 and int64, integer maxima and minima) run in the C graph runner
+products in float32, float64 and int64, integer maxima, minima and sums) run in the C graph runner
 (kernels/creduce_step.py) with the NumPy kernel's bits, over random shapes, axes and keepdim,
 NaN and infinities among the terms, and agree with PyTorch; float maxima stay on generated
 code (NumPy's SIMD maximum picks among equal zeros by its lanes); empty reductions keep the
@@ -82,6 +82,23 @@ def test_integer_maxima_and_minima_run_in_the_runner_as_torch():
     for ours, theirs in ((ember.max, torch.max), (ember.min, torch.min)):  # (every element)
         got = _runs(ember.trace(ours, ember.tensor(x)).graph, x)
         assert np.array_equal(got, theirs(torch.tensor(x)).numpy())
+
+
+@needs_c
+def test_integer_sums_and_float_means_run_in_the_runner_as_torch():
+    rng = np.random.default_rng(4)
+    for _ in range(8):
+        x, axes, keep = _case(rng, np.int64)
+        x = x * 2**20  # (sums that overflow wrap, in any order)
+        graph = ember.trace(lambda t: ember.sum(t, axes, keep), ember.tensor(x)).graph  # noqa: B023
+        got = _runs(graph, x)
+        assert np.array_equal(got, torch.sum(torch.tensor(x), axes, keep).numpy())
+    # a mean over trailing axes: the lone sum's step, then the division's loop
+    x = rng.standard_normal((3, 4, 50)).astype(np.float32)
+    for axes in ((2,), (1, 2)):
+        graph = ember.trace(lambda t: ember.mean(t, axes), ember.tensor(x)).graph  # noqa: B023
+        got = _runs(graph, x)
+        np.testing.assert_allclose(got, torch.mean(torch.tensor(x), axes).numpy(), atol=1e-6)
 
 
 @needs_c

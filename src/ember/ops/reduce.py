@@ -220,6 +220,7 @@ _SUM = register(
             combine="{a} + {b}",
             pairwise=True,
             wide=True,
+            sequential=(dt.int64,),  # (integer sums wrap alike in any order)
         ),
         doc="sum(x, axes, keepdims)",
     )
