@@ -161,7 +161,11 @@ def c_step(program, outputs, out_types, in_types):
     args = np.array(args + [cpool.parallel_for() or 0])
     slots = [(3 + i, "in", i) for i in range(n_in)]
     slots += [(3 + n_in + j, "out", j) for j in range(n_out)]
-    return CStep(function_address(run.step), args.astype(np.int64), slots, (run.step, dims, run))
+    keep = (run.step, dims, run)
+    # (no ``restrict`` in the loop: an output may be an input's memory, cfuse_source.py)
+    return CStep(
+        function_address(run.step), args.astype(np.int64), slots, keep, overwrites_operand=True
+    )
 
 
 def _layout(groups, shape) -> tuple:

@@ -32,7 +32,7 @@ import functools
 
 import numpy as np
 
-from .cstep import BIAS_RELU, STEP_CALL, CStep, data_address, function_address
+from .cstep import BIAS_RELU, STEP_CALL, CStep, data_address, function_address, layout_operands
 
 __all__ = ["available", "product_step"]
 
@@ -146,5 +146,5 @@ def product_step(x, w, bias, out, *, transposed: bool, relu: bool, same_operand:
     slots = [(0, "in", 0), (1, "in", 1), (3, "out", 0)]
     slots += [(2, "in", 2)] if bias is not None else []
     step = CStep(function_address(functions[0]), np.array(args, np.int64), slots, (functions,))
-    step.contiguous_inputs = (0, 1)  # (NumPy's calls follow its operands' layouts)
+    step.contiguous_inputs = layout_operands(x)  # (NumPy's calls follow its operands' layouts)
     return step

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BIAS_RELU", "STEP_CALL", "CStep", "data_address", "function_address"]
+__all__ = [
+    "BIAS_RELU",
+    "STEP_CALL",
+    "CStep",
+    "data_address",
+    "function_address",
+    "layout_operands",
+]
 
 
 @dataclass
@@ -27,7 +34,11 @@ class CStep:
     operands' layouts: kernels/cnumpy_product.py); runtime/cgraph.py checks them.
     ``failed``: for a step that checks its inputs' values (a gather's indices), an int64 array
     of one element that the step sets nonzero, writing nothing, where the op's kernel would
-    raise; the runner then raises the kernel's own error (C has no exceptions)."""
+    raise; the runner then raises the kernel's own error (C has no exceptions).
+    ``overwrites_operand``: the step computes right even where an output of an input's type is
+    that input's own memory (a fused loop's elementwise index-by-index writes, as generated code
+    hands it ``out=`` a dying operand): the runner then places such an output over an operand
+    nothing reads afterwards (runtime/cgraph_memory.py)."""
 
     fn: int
     args: np.ndarray
@@ -35,6 +46,17 @@ class CStep:
     keep: tuple = field(default=())
     contiguous_inputs: tuple = field(default=())
     failed: np.ndarray | None = field(default=None)
+    overwrites_operand: bool = field(default=False)
+
+
+def layout_operands(x) -> tuple:
+    """The operands of a product by a matrix whose layouts its kernels read, ``x`` being the
+    left operand's type: both where x is a matrix; the matrix only where x has batch
+    dimensions, which every kernel folds into rows of a C-contiguous x, copying a strided one
+    first (ops/_matmul_kernels.py `_matmul`, ops/_row_blocks.py `rows_of`: a batch-first
+    sequence seen time-first, as a batch_first LSTM's input projection reads it), as the
+    runner's own copy of the view gives it."""
+    return (0, 1) if len(x.shape) == 2 else (1,)
 
 
 # the product steps' epilogue (kernels/csteps.py, cnumpy_product.py, cprepack.py): + bias per

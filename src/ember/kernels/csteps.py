@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from .cstep import BIAS_RELU, CStep, function_address
+from .cstep import BIAS_RELU, CStep, function_address, layout_operands
 
 __all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
@@ -276,7 +276,7 @@ def linear_step(
     if kernel != cgemm.gemm_tune.OWN and kernel != cgemm.PACKED:
         # `skinny` and the BLAS read each operand by its layout (a transposed view is another
         # order of sums than its contiguous copy); ember's own GEMM packs both whatever they are
-        made.contiguous_inputs = (0, 1)
+        made.contiguous_inputs = layout_operands(x)
     return made
 
 

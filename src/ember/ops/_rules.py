@@ -345,6 +345,11 @@ class ReductionRule(NamedTuple):
     # reference kernel accumulates such axes in float64 (ops/reduce.py's sum), which keeps a
     # long strided sum within float32's rounding instead of an error growing with its rows
     wide: bool = False
+    # the dtypes on which the reference kernel takes a result's terms one after another in C
+    # order of the reduced axes, from the first (NumPy's multiply.reduce; an integer maximum):
+    # ``accumulate`` applied so gives its bits, the C graph runner's step of a lone reduction
+    # (kernels/creduce_step.py, ops/fused.py `lone_c_step`)
+    sequential: tuple = ()
 
 
 class Clamp(NamedTuple):

@@ -187,8 +187,11 @@ def lone_c_sources(node) -> list:
 
 
 def _lone_program(node):
-    """The one-instruction program of a lone elementwise node's loop, or None."""
+    """The one-instruction program of a lone elementwise node's loop, or of a lone reduction's
+    (`_lone_reduction`), or None."""
     op = node.op
+    if node.kind == "call" and op.reduction is not None:
+        return _lone_reduction(node)
     if node.kind != "call" or op.kind != "elementwise" or op.c is None or len(node.outputs) != 1:
         return None
     values = (*node.inputs, *node.outputs)
@@ -206,6 +209,31 @@ def _lone_program(node):
     return Program((Instr(op, operands, tuple(sorted(node.attrs.items()))),))
 
 
+def _lone_reduction(node):
+    """The program of a lone reduction's loop (a ``sum`` no fused group took: an imported
+    model's global average pooling, its ``sum`` then a division), or None. Only a rule whose
+    loop gives the kernel's bits (``pairwise``: a row in NumPy's pairwise order, leading axes
+    as the kernel adds them; tests/runtime/test_graph54_lone_reduction.py), since the runner
+    must give generated code's bits; float32/float64 terms, static sizes, and axes a loop runs
+    (kernels/creduce.py `split_axes`). (max and min may differ in the sign of a zero among
+    equal zeros, prod in its order of products.)"""
+    from ..kernels.creduce import split_axes
+
+    if not node.op.reduction.pairwise:
+        return None
+    x, out = node.inputs[0], node.outputs
+    if len(node.inputs) != 1 or len(out) != 1 or "axes" not in node.attrs:
+        return None
+    if x.dtype not in (dt.float32, dt.float64) or out[0].dtype != x.dtype:
+        return None
+    axes, shape = tuple(node.attrs["axes"]), x.shape
+    if not axes or not all(isinstance(d, int) for d in shape) or 0 in shape:
+        return None
+    if split_axes(shape, axes) is None:
+        return None
+    return Program((Instr(node.op, (Input(0),), tuple(sorted(node.attrs.items()))),))
+
+
 # the dtypes a C loop reads and writes (kernels/cfuse.py)
 _LOOP_DTYPES = (dt.float32, dt.float64, dt.bool_, dt.bfloat16, dt.float16)
 # operands on which generated code runs an elementwise op's C loop, whatever its functions
@@ -213,16 +241,33 @@ _HALF = (dt.bfloat16, dt.float16)
 
 
 def lone_c_step(node):
-    """The C graph runner's step of an elementwise node with a C expression that no fused
-    group took (a division after a reduction): the one-instruction loop the fusion pass would
-    make of it (kernels/cfuse.py), or None."""
+    """The C graph runner's step of an elementwise node with a C expression, or a reduction,
+    that no fused group took (a division after a reduction): the one-instruction loop the
+    fusion pass would make of it (kernels/cfuse.py), or None."""
     program = _lone_program(node)
     if program is None:
-        return None
+        return _sequential_step(node)
     from ..kernels import cfuse
 
     in_types = [v.type for v in node.inputs]
     return cfuse.c_step(program, (0,), [node.outputs[0].type], in_types)
+
+
+def _sequential_step(node):
+    """The step of a lone reduction whose kernel takes the terms one after another on this
+    dtype (`ReductionRule.sequential`: a product, an integer maximum), or None."""
+    rule = node.op.reduction if node.kind == "call" else None
+    if rule is None or len(node.inputs) != 1 or len(node.outputs) != 1:
+        return None
+    x, out = node.inputs[0], node.outputs[0]
+    if x.dtype not in rule.sequential or out.dtype != x.dtype or "axes" not in node.attrs:
+        return None
+    if not all(isinstance(d, int) for d in x.shape):
+        return None
+    from ..kernels.creduce_step import reduce_step
+
+    axes = tuple(node.attrs["axes"])
+    return reduce_step(rule.accumulate, x.dtype.np, tuple(x.shape), axes)
 
 
 def _no_producer(attrs) -> None:

@@ -220,6 +220,7 @@ _SUM = register(
             combine="{a} + {b}",
             pairwise=True,
             wide=True,
+            sequential=(dt.int64,),  # (integer sums wrap alike in any order)
         ),
         doc="sum(x, axes, keepdims)",
     )
@@ -294,7 +295,11 @@ _PROD = register(
         # fused loops multiply a row's terms in SIMD lanes (NumPy: one after the other), so a
         # fused product is within rounding of NumPy's, not its bits
         reduction=ReductionRule(
-            identity=1.0, accumulate="{acc} * {x}", omp="*", combine="{a} * {b}"
+            identity=1.0,
+            accumulate="{acc} * {x}",
+            omp="*",
+            combine="{a} * {b}",
+            sequential=(dt.float32, dt.float64, dt.int64),
         ),
         doc="prod(x, axes, keepdims)",
     )
@@ -356,6 +361,8 @@ def _extreme(name, kernel, better: str, vjp=_extreme_vjp, doc=""):
         combine=f"({{b}} {better} {{a}} || {{b}} != {{b}}) ? {{b}} : {{a}}",
         nan_flag=True,
         exact=True,
+        # (floats: NumPy's SIMD maximum picks among equal zeros by its lanes, not in order)
+        sequential=(dt.int64,),
     )
     return register(
         OpDef(

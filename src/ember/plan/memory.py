@@ -22,11 +22,11 @@ tracemalloc sees NumPy's allocations.
 Beyond one call, ember holds memory for a compiled program as long as it lives: the scratch its
 kernels keep between calls (convolutions' padded inputs and packed weights, per thread) and the
 program itself (its graphs, generated code and kernels); an arena (planned execution) or the C
-graph runner's arrays (every intermediate value's, held as long as the program) count in the
-peak as one block held all the time. A program's plan lists the others in ``held`` (part ->
-bytes, plan/program.py fills it); ``total_bytes`` = ``peak_bytes`` + ``held_bytes`` is what
-the process holds for the program at the call's peak, beyond the Python objects of the model
-and optimizer.
+graph runner's arena (its intermediate values', runtime/cgraph_memory.py, held as long as the
+program) count in the peak as one block held all the time. A program's plan lists the others
+in ``held`` (part -> bytes, plan/program.py fills it); ``total_bytes`` = ``peak_bytes`` +
+``held_bytes`` is what the process holds for the program at the call's peak, beyond the Python
+objects of the model and optimizer.
 """
 
 from __future__ import annotations
@@ -187,9 +187,10 @@ def plan_memory(
     ``in_place``: codegen's in-place updates ({id(node): {output index: input value}});
     ``reuse``: see `liveness`; ``arena``: planned execution's `Arena` (plan/arena.py, placed
     over the buffers of this liveness): its buffers count as one block held all the time;
-    ``runner_bytes``: a program that holds every intermediate value in arrays of its own, of
-    these bytes in all (the C graph runner, runtime/cgraph.py): every buffer allocated during
-    the call but the graph's outputs is in that block instead, held all the time.
+    ``runner_bytes``: a program that holds every intermediate value in memory of its own, of
+    these bytes in all (the C graph runner's arena, runtime/cgraph_memory.py): every buffer
+    allocated during the call but the graph's outputs is in that block instead, held all the
+    time.
     ``reorders``: a plan of this graph's very nodes (unchanged since) in another order: its
     layouts and workspaces, which do not depend on the order, are reused (a pass comparing
     two orders of one graph plans the second at about two thirds of the cost)."""

@@ -17,8 +17,9 @@ the same inputs and outputs (rewrites such as rematerialization's).
 
 A program's plan also says what ember holds for it between calls (``MemoryPlan.held``, from
 `MemoryLayout.held`): the kernel scratch its latest call keeps (kernels/conv_plan.py
-`charged_to`) and the program itself. The C graph runner's arrays (runtime/cgraph.py
-``held_bytes``: every intermediate value's) count in the peak, as one block like an arena.
+`charged_to`) and the program itself. The C graph runner's arena (runtime/cgraph.py
+``held_bytes``: its intermediate values' and its steps' scratch) counts in the peak, as one block
+like an arena.
 
 `measure_peak(fn, *args)` defines the *measured peak* of one call: the bytes of the distinct
 arrays fed to the graph (parameters, optimizer state, gradients, the batch: alive when the call

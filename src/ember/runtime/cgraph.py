@@ -12,27 +12,32 @@ the node's inputs and outputs, sizes, and scratch memory of its own (so steps ru
 never share any). An op offers one through its ``c_step`` rule, ``rule(node) -> CStep | None``
 (kernels/cstep.py; None: not this node, and then the graph has no C program); kernels/csteps.py
 holds the steps of concat, reshape, linear and matmul, the kernels' own modules the others (a
-fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression
-and no rule of its own (one no fused group took) runs as the one-instruction loop the fusion
-pass would make of it (ops/fused.py `lone_c_step`); a view op with no rule of its own, or one
-its rule declines (permute, basic getitem, a real broadcast), copies its view's elements
-(ops/_view_step.py). A
-step runs its kernel on the thread that claims it, sharing the kernel's work over the pool where
-the pool is free (a run on one thread; beside other steps, a nested call runs on its own thread).
+fused loop's is its compiled loop, kernels/cfuse.py). An elementwise op with a C expression,
+or a reduction (a `ReductionRule`), with no rule of its own (one no fused group took) runs as
+the one-instruction loop the fusion pass would make of it (ops/fused.py `lone_c_step`); a
+view op with no rule of its own, or one its rule declines (permute, basic getitem, a real
+broadcast), copies its view's elements (ops/_view_step.py). A step runs its kernel on the
+thread that claims it, sharing the kernel's work over the pool where the pool is free (a run on
+one thread; beside other steps, a nested call runs on its own thread).
 
 The run (`ember_run_graph`): the steps are in priority order (the longest predicted path to the
 graph's end first); each thread of ``ember_parallel_for`` (kernels/cpool.py) repeatedly claims
 the first unclaimed step whose predecessors are done (a compare-and-swap), runs it and counts
 down its successors' missing inputs, until every step is claimed. No thread ever waits for a
 step that no thread has claimed, so a run cannot deadlock: with one thread (or when another
-parallel loop holds the pool) it runs the whole graph in priority order.
+parallel loop holds the pool) it runs the whole graph in priority order, as far as the
+arena's orderings allow (below).
 
-Memory. The graph's intermediate values live in arrays the program allocates once, their
+Memory. The graph's intermediate values live in one arena the program allocates once, their
 addresses written into the steps' arguments then; each run writes only its inputs' addresses
 (where they are other arrays than the last run's) and its outputs', which are new arrays every
-run, so results never alias an earlier run's. (No intermediate shares memory with another: two
-steps may run at once. The arrays stay allocated as long as the program: `held_bytes` counts
-them, with the scratch the steps keep, for memory plans: plan/program.py.)
+run, so results never alias an earlier run's. Values share the arena's bytes where their lives
+in the graph's own order (generated code's, the one the rematerializer and the scheduler chose)
+do not overlap, and the run waits where sharing needs it (runtime/cgraph_memory.py: a step
+writing shared bytes runs after every step touching their earlier tenant), so a recomputed
+activation is computed where the graph puts it, in the place of one the run no longer needs.
+(The arena stays allocated as long as the program: `held_bytes` counts it, with the scratch the
+steps keep, for memory plans: plan/program.py.)
 
 Invariants. Inputs reach the steps C-contiguous in the node's dtype. One run of a program at a
 time (its arrays and argument blocks are its own): `ParallelProgram` holds a lock around it.
@@ -52,6 +57,7 @@ from ..kernels.cstep import STEP_CALL, data_address
 from ..ops._registry import native_code
 from ..ops._view_step import view_c_step
 from ..ops.fused import lone_c_step
+from .cgraph_memory import plan_arena
 from .prebuild import prebuild
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
@@ -175,7 +181,8 @@ def c_steps(graph) -> list | None:
         if not native_code(node):
             return None  # (complex values: the reference kernels run the graph)
         hook = node.op.c_step
-        if hook is None and node.op.c is not None:  # a lone elementwise op: a loop of one
+        lone = node.op.c is not None or node.op.reduction is not None
+        if hook is None and lone:  # a lone elementwise op or reduction: a loop of one
             hook = lone_c_step
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if not all(isinstance(d, int) for t in types for d in t.shape):
@@ -226,10 +233,16 @@ class CGraphProgram:
         nodes = [graph.nodes[p] for p in order]
         self._steps = [step_of[p] for p in order]
         made_by = {id(v): index[p] for p in order for v in graph.nodes[p].outputs}
+        # the intermediate values' arena, and the orderings its sharing needs (call positions)
+        self._arena = plan_arena(graph, [graph.nodes[p] for p in calls], steps, threads)
+        ordered = {}
+        for a, b in self._arena.edges:
+            ordered.setdefault(index[calls[b]], set()).add(index[calls[a]])
         successors: list[list[int]] = [[] for _ in order]
         missing = np.zeros(len(order), np.int64)
         for k, node in enumerate(nodes):
-            for q in sorted({made_by[id(v)] for v in node.inputs if id(v) in made_by}):
+            before = {made_by[id(v)] for v in node.inputs if id(v) in made_by}
+            for q in sorted(before | ordered.get(k, set())):
                 successors[q].append(k)
                 missing[k] += 1
         self._missing = missing
@@ -247,8 +260,9 @@ class CGraphProgram:
                 value = node.inputs[i] if role == "in" else node.outputs[i]
                 slots.setdefault(id(value), []).append((step.args, slot))
         outputs = {id(v) for v in graph.outputs}
-        # the intermediate values live in arrays of the program's own, written once into the
-        # steps' arguments; the graph's outputs are new arrays each run
+        # the intermediate values live in one arena of the program's own, at offsets shared by
+        # values never alive at once (runtime/cgraph_memory.py), written once into the steps'
+        # arguments; the graph's outputs are new arrays each run
         self._values: dict = {}
         self._fresh = []
         for node in nodes:
@@ -257,7 +271,7 @@ class CGraphProgram:
                 if id(v) in outputs:
                     self._fresh.append((id(v), shape, dtype, slots.get(id(v), [])))
                 else:
-                    self._values[id(v)] = array = np.empty(shape, dtype)
+                    self._values[id(v)] = array = self._arena.arrays[id(v)]
                     _write(slots.get(id(v), []), array)
         for n in graph.nodes:
             if n.kind == "constant":
@@ -269,7 +283,8 @@ class CGraphProgram:
         # scratch and argument blocks (the graph's constants are the graph's, not counted)
         constants = {id(n.outputs[0]) for n in graph.nodes if n.kind == "constant"}
         self.held_bytes = _distinct_nbytes(
-            [a for k, a in self._values.items() if k not in constants]
+            [self._arena.memory]
+            + [a for k, a in self._values.items() if k not in constants]
             + [a for step in self._steps for a in step.keep if isinstance(a, np.ndarray)]
             + [step.args for step in self._steps]
         )

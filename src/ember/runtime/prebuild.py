@@ -22,7 +22,8 @@ def prebuild(graph, lone_loops: bool = False) -> int:
         if node.kind != "call" or not native_code(node):
             continue
         rule = node.op.c_sources
-        if rule is None and lone_loops and node.op.c is not None:
+        lone = node.op.c is not None or node.op.reduction is not None
+        if rule is None and lone_loops and lone:
             rule = lone_c_sources
         if rule is not None:
             requests += rule(node)
