@@ -1,0 +1,96 @@
+"""Regressions hunt55 found, each compared with PyTorch 2.13 where PyTorch has the behaviour: a
+checkpoint holding one module, list or dict in two places loads it once, as pickle's memo makes
+``torch.load``'s (ember loaded two copies, so a module shared by two names came back as two
+modules and a Parameter saved beside its module's state_dict came back as a plain tensor);
+crafted references in a checkpoint's structure are refused naming the file.
+"""
+
+import io
+import json
+
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+
+def _aliasing(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
+    shared = nn.Linear(3, 3)
+    model = nn.Sequential(shared, nn.Tanh(), shared)
+    buf = io.BytesIO()
+    groups = [{"params": list(shared.parameters())}]
+    lib.save(
+        {
+            "model": model,
+            "again": shared,
+            "weight": shared.weight,
+            "sd": shared.state_dict(),
+            "groups": [groups, groups],
+        },
+        buf,
+    )
+    buf.seek(0)
+    out = lib.load(buf, weights_only=False)
+    m = out["model"]
+    return [
+        m[0] is m[2],
+        out["again"] is m[0],
+        out["weight"] is m[0].weight,
+        type(out["weight"]).__name__,
+        out["sd"]["weight"].data_ptr() == m[0].weight.data_ptr(),
+        out["groups"][0] is out["groups"][1],
+        len(list(m.parameters())),
+    ]
+
+
+def test_objects_saved_twice_load_once_as_pytorchs():
+    assert _aliasing(ember) == _aliasing(torch)
+
+
+def test_a_module_shared_by_two_names_trains_as_one_after_loading():
+    ember.manual_seed(0)
+    shared = ember.nn.Linear(2, 2)
+    buf = io.BytesIO()
+    ember.save(ember.nn.Sequential(shared, shared), buf)
+    buf.seek(0)
+    model = ember.load(buf, weights_only=False)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    model(ember.ones(1, 2)).sum().backward()
+    opt.step()
+    assert model[0] is model[1] and model[0].weight.grad is not None
+    assert len(opt.param_groups[0]["params"]) == 2
+
+
+def _crafted(path, structure):
+    from ember.io.checkpoint import write_safetensors
+
+    metadata = {"ember_checkpoint": "1", "structure": json.dumps(structure)}
+    write_safetensors(path, {}, metadata)
+    return path
+
+
+@pytest.mark.parametrize(
+    "structure, message",
+    [
+        ({"$dict": {"a": {"$ref": 1}}}, "not read before"),  # (only the outer dict, number 0)
+        ({"$dict": {"a": {"$ref": 0}}}, "contains it"),  # (a cycle)
+        ([{"$ref": -1}], "not read before"),
+        ([{"$ref": "0"}], "not read before"),
+        ([[], {"$set": [{"$ref": 1}]}], "cannot be hashed"),
+    ],
+)
+def test_crafted_references_are_refused_naming_the_file(tmp_path, structure, message):
+    path = _crafted(tmp_path / "c", structure)
+    with pytest.raises(ember.CheckpointError, match=message) as info:
+        ember.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_reference_reads_the_object_it_names(tmp_path):
+    path = _crafted(tmp_path / "c", [[1], {"$dict": {"x": {"$ref": 1}}}, {"$ref": 2}])
+    out = ember.load(path)
+    assert out == [[1], {"x": [1]}, {"x": [1]}]
+    assert out[1]["x"] is out[0] and out[2] is out[1]
