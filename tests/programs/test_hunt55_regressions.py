@@ -94,3 +94,43 @@ def test_a_reference_reads_the_object_it_names(tmp_path):
     out = ember.load(path)
     assert out == [[1], {"x": [1]}, {"x": [1]}]
     assert out[1]["x"] is out[0] and out[2] is out[1]
+
+
+def _explained(lib):
+    def straight(x):
+        return (x.sin() * 2).sum()
+
+    def branchy(x):
+        return x * 2 if x.sum() > 0 else x
+
+    x = lib.ones(3)
+    whole, broken = lib._dynamo.explain(straight)(x), lib._dynamo.explain(branchy)(x)
+    return [
+        (whole.graph_count, whole.graph_break_count, len(whole.break_reasons), len(whole.graphs)),
+        (broken.graph_break_count, len(broken.break_reasons), broken.break_reasons[0].graph_break),
+    ]
+
+
+def test_dynamo_explain_counts_graphs_ops_and_breaks():
+    want, got = _explained(torch), _explained(ember)
+    assert got[0] == want[0]  # (one graph; no break)
+    # (PyTorch's op_count counts only the graph's call_function nodes, not methods: ember's
+    # counts every op of its graph)
+    assert ember._dynamo.explain(lambda x: (x.sin() * 2).sum())(ember.ones(3)).ops_per_graph == [
+        ["sin", "mul", "sum"]
+    ]
+    # a data-dependent branch breaks the graph in both; ember then has no graph at all (it never
+    # captures part of a function), where PyTorch has the two around the break
+    assert got[1] == want[1]
+    out = ember._dynamo.explain(lambda x: x * 2 if x.sum() > 0 else x)(ember.ones(2))
+    assert out.graph_count == 0 and "bool() of a traced tensor" in out.break_reasons[0].reason
+    assert out.break_reasons[0].user_stack[0].filename == __file__
+    assert "Graph Break Count: 1" in str(out)
+
+
+def test_compile_accepts_inductors_settings_as_options():
+    options = {"max_autotune": True, "triton.cudagraphs": False, "epilogue_fusion": False}
+    f = ember.compile(lambda x: x * 3, options=options)
+    assert f(ember.ones(2)).tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="max_autotunes"):
+        ember.compile(lambda x: x, options={"max_autotunes": True})
