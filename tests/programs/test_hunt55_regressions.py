@@ -134,3 +134,34 @@ def test_compile_accepts_inductors_settings_as_options():
     assert f(ember.ones(2)).tolist() == [3.0, 3.0]
     with pytest.raises(TypeError, match="max_autotunes"):
         ember.compile(lambda x: x, options={"max_autotunes": True})
+
+
+def test_parameter_dict_repr_names_the_tensor_type_as_pytorchs():
+    def reprs(lib):
+        values = {"w": lib.nn.Parameter(lib.ones(2, 3)), "b": lib.zeros(2, dtype=lib.float64)}
+        return repr(lib.nn.ParameterDict(values))
+
+    assert reprs(ember) == reprs(torch)
+
+
+def test_parameter_dict_adds_a_plain_dicts_items_sorted_as_pytorch():
+    from collections import OrderedDict
+
+    def orders(lib):
+        p = lib.nn.Parameter
+        plain = {"w": p(lib.ones(1)), "b": p(lib.ones(2)), "a": p(lib.ones(3))}
+        built = lib.nn.ParameterDict(plain)
+        updated = lib.nn.ParameterDict()
+        updated.update({"z": p(lib.ones(1)), "c": p(lib.ones(1))})
+        ordered = lib.nn.ParameterDict(OrderedDict(plain))
+        pairs = lib.nn.ParameterDict(list(plain.items()))
+        return [
+            list(built.keys()),
+            [t.shape[0] for t in built.parameters()],  # (what an optimizer sees, in order)
+            list(updated.keys()),
+            list(ordered.keys()),
+            list(pairs.keys()),
+            list(lib.nn.ParameterDict(built).keys()),
+        ]
+
+    assert orders(ember) == orders(torch)

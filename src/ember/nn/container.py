@@ -204,12 +204,14 @@ def _as_parameter(value):
     return value
 
 
-def _describe(p) -> str:
+def _describe(p, by_type: bool = False) -> str:
+    """A parameter's line in a container's repr: PyTorch's ParameterList names the dtype
+    ("torch.float32"), its ParameterDict the tensor type (``by_type``: "torch.FloatTensor")."""
     kind = "Parameter containing" if isinstance(p, Parameter) else "Object of type"
     if not isinstance(p, Tensor):
         return f"{kind}: {type(p).__name__}"
     size = "x".join(str(s) for s in p.shape)
-    return f"{kind}: [{p.dtype} of size {size}]"
+    return f"{kind}: [{p.type() if by_type else p.dtype} of size {size}]"
 
 
 class ParameterList(Module):
@@ -250,7 +252,8 @@ class ParameterList(Module):
 
 
 class ParameterDict(Module):
-    """A dict of parameters (tensors are wrapped), in insertion order."""
+    """A dict of parameters (tensors are wrapped), in insertion order (a plain mapping given to
+    the constructor or `update` is added sorted by key, as PyTorch adds it)."""
 
     def __init__(self, parameters: Mapping | Iterable | None = None) -> None:
         super().__init__()
@@ -313,9 +316,17 @@ class ParameterDict(Module):
         return ParameterDict((k, default) for k in keys)
 
     def update(self, parameters) -> None:
-        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
+        """Add ``parameters``: a ParameterDict's or OrderedDict's items in their order, a plain
+        mapping's sorted by key (PyTorch's rule, which parameters()' order follows), pairs in
+        theirs."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = parameters.items()
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = parameters
         for key, value in pairs:
             self[key] = value
 
     def extra_repr(self) -> str:
-        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self.items())
+        return "\n".join(f"  ({k}): {_describe(p, by_type=True)}" for k, p in self.items())
