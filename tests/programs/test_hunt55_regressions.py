@@ -165,3 +165,27 @@ def test_parameter_dict_adds_a_plain_dicts_items_sorted_as_pytorch():
         ]
 
     assert orders(ember) == orders(torch)
+
+
+def _parameter_containers(lib):
+    p = lib.nn.Parameter
+    values = lib.nn.ParameterList([lib.ones(2), "x", None, p(lib.zeros(1)), 3])
+    out = [len(values), [type(v).__name__ for v in values]]
+    out += [[n for n, _ in values.named_parameters()], list(values.state_dict())]
+    out.append(repr(values).replace("ember.", "torch."))
+    values[1] = lib.ones(3)  # (a tensor where a string was: registered after the others)
+    out += [[n for n, _ in values.named_parameters()], len(values[1:3])]
+    table = lib.nn.ParameterDict({"b": "text", "a": lib.ones(1), "c": None})
+    out += [list(table.keys()), [n for n, _ in table.named_parameters()], table["b"], table["c"]]
+    out.append(repr(table))
+    table["a"] = lib.zeros(2)
+    del table["b"]
+    out += [list(table.keys()), "b" in table, list(table.copy().keys())]
+    out.append(list((table | lib.nn.ParameterDict({"z": lib.ones(1)})).keys()))
+    return out
+
+
+def test_parameter_containers_keep_other_objects_as_pytorchs():
+    # PyTorch's ParameterList and ParameterDict hold any object, registering only tensors
+    # (wrapped as Parameters); ember refused everything but tensors and None
+    assert _parameter_containers(ember) == _parameter_containers(torch)
