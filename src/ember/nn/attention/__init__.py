@@ -181,4 +181,6 @@ class MultiheadAttention(Module):
         )
 
 
-from . import flex_attention  # noqa: E402  (PyTorch's torch.nn.attention.flex_attention)
+# (PyTorch's torch.nn.attention submodules; importing one sets it on this package)
+from . import bias as _bias  # noqa: E402, F401
+from . import flex_attention  # noqa: E402
