@@ -7,7 +7,9 @@ grouped transposed and circular convolutions, InstanceNorm with running statisti
 EmbeddingBag max, bidirectional RNN/LSTM with projections), with gradients; float64 default
 dtype with LBFGS; generator and RNG-state juggling with every in-place sampler; an HF-style
 model with gradient checkpointing under bf16 autocast and cast to bfloat16; autograd odds and
-ends (hooks on non-leaves, inputs=, materialize_grads, functional jacobians and hessians).
+ends (hooks on non-leaves, inputs=, materialize_grads, functional jacobians and hessians);
+torch.func's transforms at their less common arguments (vmap in_dims pytrees, out_dims,
+chunk_size, nested vmap, vmap of solve and conv2d, jacrev argnums, vjp has_aux, linearize).
 """
 
 import numpy as np
@@ -510,6 +512,40 @@ def autograd_misc(torch, ctx):
     return res
 
 
+def func_transforms_more(torch, ctx):
+    f = torch.func
+    F = torch.nn.functional
+    rng = np.random.default_rng(12)
+    x = ctx.t(rng.standard_normal((4, 3)).astype(np.float32))
+    y = ctx.t(rng.standard_normal((4, 3)).astype(np.float32))
+    A = ctx.t((rng.standard_normal((4, 3, 3)) + 3 * np.eye(3)).astype(np.float32))
+    img = ctx.t(rng.standard_normal((5, 2, 6, 6)).astype(np.float32))
+    w = ctx.t(rng.standard_normal((3, 2, 3, 3)).astype(np.float32))
+    out = []
+    out.append(f.vmap(lambda a, b: (a * b).sum(), in_dims=(0, None))(x, y[0]))
+    out.append(
+        f.vmap(lambda d: d["a"] + d["b"][0], in_dims=({"a": 0, "b": (None,)},))(
+            {"a": x, "b": (y[0],)}
+        )
+    )
+    out.append(f.vmap(lambda a: (a, a.sum()), out_dims=(1, 0))(x))
+    out.append(f.vmap(torch.linalg.solve)(A, x))
+    out.append(f.vmap(lambda im: F.conv2d(im[None], w, padding=1)[0])(img))
+    out.append(f.vmap(f.vmap(lambda a, b: a * b))(x, y))
+    out.append(f.vmap(lambda a: a @ A[0], chunk_size=2)(x))
+    out.append(f.jacrev(lambda a, b: (a * b).sin(), argnums=(0, 1))(x[0], y[0]))
+    o, vjp_fn, aux = f.vjp(lambda a: (a.exp(), a.sum()), x, has_aux=True)
+    out += [o, vjp_fn(torch.ones_like(o))[0], aux]
+    out.append(f.jvp(lambda a: a.tanh() * 2, (x,), (torch.ones_like(x),)))
+    yv, jfn = f.linearize(lambda a: a.sin().sum(0), x)
+    out += [yv, jfn(torch.ones_like(x))]
+    out.append(f.vmap(f.grad(lambda a, b: ((a - b) ** 2).sum()))(x, y))
+    out.append(f.grad_and_value(lambda a: (a**3).sum(), has_aux=False)(x[0]))
+    out.append(f.vmap(f.jacfwd(lambda a: a.softmax(-1)))(x))
+    out.append(f.hessian(lambda a: (a.sin() * a.cos()).sum())(x[0]))
+    return out
+
+
 PROGRAMS = [
     tensor_op_zoo,
     layer_zoo,
@@ -517,6 +553,7 @@ PROGRAMS = [
     rng_state_juggling,
     hf_checkpointing_bf16,
     autograd_misc,
+    func_transforms_more,
 ]
 
 
