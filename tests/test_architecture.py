@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember._missing",
             "ember.typeinfo",
             "ember.version",
+            "ember._inductor",
         ),
     ),
     ("kernels", ("ember.kernels",)),

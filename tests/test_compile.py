@@ -167,8 +167,13 @@ def test_disable_eager_backend_and_bad_arguments():
         ember.compile(f, backend="tensorrt")
     with pytest.raises(TypeError, match="callable backend"):
         ember.compile(f, backend=lambda gm, inputs: gm)
-    with pytest.raises(TypeError, match="triton.cudagraphs"):
-        ember.compile(f, options={"triton.cudagraphs": True})
+    with pytest.raises(TypeError, match="triton.no_such_setting"):
+        ember.compile(f, options={"triton.no_such_setting": True})
+    with pytest.raises(TypeError, match="'triton'"):  # (a group, not a setting)
+        ember.compile(f, options={"triton": True})
+    # inductor's own settings are accepted and change nothing, as in ember._inductor.config
+    tuned = ember.compile(f, options={"triton.cudagraphs": False, "max_autotune": True})
+    assert tuned(ember.ones(1)).item() == 2.0
     with pytest.raises(TypeError):
         ember.compile(3)
 

@@ -13,7 +13,8 @@ data-dependent shapes are always captured), ``verbose``, ``automatic_dynamic_sha
 (as PyTorch does); ember traces one program per shape unless a compile asks ``dynamic=True``
 or an `ember.function` has an input signature, so the hint never changes a result.
 ``disable``, ``allow_in_graph`` and ``is_compiling`` are `ember.compiler`'s; ``optimize``
-(PyTorch's older spelling) returns `ember.compile` with that backend.
+(PyTorch's older spelling) returns `ember.compile` with that backend; ``explain`` reports what
+capturing a call gives (capture/explain.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from . import compiler
 from ._missing import module_getattr
 from .capture import function as _function
 from .capture.compiled import reset_all
+from .capture.explain import explain
 
 __all__ = [
     "allow_in_graph",
     "config",
     "disable",
+    "explain",
     "is_compiling",
     "mark_dynamic",
     "mark_static",

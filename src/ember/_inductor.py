@@ -5,12 +5,13 @@ before compiling (gpt-fast's ``coordinate_descent_tuning = True``,
 ember compiles with its own passes and C kernels (`ember.compile`), so each setting is kept as
 given and changes nothing; reading one back gives what was set (or PyTorch's default). An
 unknown setting is refused by name, as ``ember._dynamo.config`` refuses one, so a misspelling
-does not pass silently.
+does not pass silently. ``torch.compile(options={...})`` takes the same settings by dotted name
+(``"triton.cudagraphs"``): `ember.compile` accepts those `is_setting` knows, as changing nothing.
 """
 
 from __future__ import annotations
 
-__all__ = ["config"]
+__all__ = ["config", "is_setting"]
 
 
 class _Settings:
@@ -82,3 +83,16 @@ config = _Settings(
         "trace": _Settings("torch._inductor.config.trace", _TRACE),
     },
 )
+
+
+def is_setting(name: str) -> bool:
+    """Whether ``name`` (dotted for a nested one: ``"triton.cudagraphs"``) is one of
+    `config`'s settings."""
+    values = config._values
+    *groups, last = name.split(".")
+    for group in groups:
+        values = values.get(group)
+        if not isinstance(values, _Settings):
+            return False
+        values = values._values
+    return last in values and not isinstance(values[last], _Settings)

@@ -25,7 +25,10 @@ How the arguments map, and where ember differs from PyTorch:
   ``"max-autotune-no-cudagraphs"`` all run ember's full pass pipeline (O3); there are no CUDA
   graphs or autotuned GPU kernels to choose between.
 * ``options``: ember's own `ember.function` options (``executor``, ``opt_level``, ``verify``,
-  ``memory_budget``, ``cache_size``, ``remat_policy``); inductor's keys are refused by name.
+  ``memory_budget``, ``cache_size``, ``remat_policy``); inductor's settings
+  (``"max_autotune"``, ``"triton.cudagraphs"``: those ``ember._inductor.config`` keeps) are
+  accepted and change nothing, as setting them in the config does; another key is refused by
+  name, as PyTorch refuses one it does not know.
 * ``dynamic``: None / False trace one graph per input shape (ember.function's cache, bounded);
   True traces once with a symbolic leading dimension (the batch) on every tensor argument, from
   the first call's shapes (a call whose tensors differ past dimension 0 or in dtype traces
@@ -48,6 +51,7 @@ import functools
 import warnings
 import weakref
 
+from .._inductor import is_setting as _is_inductor_setting
 from ..errors import TraceError, user_stacklevel
 from ..nn.module import _COMPILE_FORWARD, Module
 from ..runtime.executors import EXECUTORS
@@ -83,12 +87,14 @@ def _function_options(backend, mode, options) -> dict | None:
             f"{_DEFAULT_BACKENDS + ('eager',)} or an ember executor {tuple(EXECUTORS)}"
         )
     for key, value in dict(options or {}).items():
-        if key not in _OPTIONS:
+        if key in _OPTIONS:
+            kwargs[key] = value
+        elif not (isinstance(key, str) and _is_inductor_setting(key)):
             raise TypeError(
-                f"ember.compile: option {key!r} is not one of ember's ({', '.join(_OPTIONS)}); "
-                "inductor's options have no meaning here"
+                f"ember.compile: option {key!r} is neither one of ember's "
+                f"({', '.join(_OPTIONS)}) nor an inductor setting ember.compile accepts (see "
+                "ember._inductor.config)"
             )
-        kwargs[key] = value
     return kwargs
 
 

@@ -32,6 +32,7 @@ from ..ops._util import broadcast_shapes, fmt_shape
 from ..ops.attention import ATTENTION
 from ..ops.promotion import to_tensor
 from ._common import float_input
+from .causal_bias import CausalBias
 from .dropout import dropout
 from .softmax import stable_softmax
 
@@ -127,6 +128,8 @@ def scaled_dot_product_attention(
     (``scale`` defaults to ``1 / sqrt(E)``; dropout on the attention weights when
     ``dropout_p > 0``, always applied as in PyTorch's functional form)."""
     op = "scaled_dot_product_attention"
+    if isinstance(attn_mask, CausalBias):  # (torch.nn.attention.bias's causal masks)
+        attn_mask, is_causal = attn_mask.attention_arguments(is_causal)
     if not _sdp_switches.sdp_runnable():
         enabled = ", ".join(str(b) for b in _sdp_switches.sdp_backends_enabled()) or "none"
         raise ArgumentError(

@@ -1,5 +1,6 @@
 """Multi-head attention's arithmetic: PyTorch's ``F.multi_head_attention_forward`` and the
-body of ``nn.MultiheadAttention`` (nn/attention.py holds the parameters and calls `attend`).
+body of ``nn.MultiheadAttention`` (nn/attention/__init__.py holds the parameters and calls
+`attend`).
 
 Inputs are (L, N, E) (unbatched (L, E) in the functional form); the projections are one
 packed ``in_proj_weight`` (3E, E) or three separate ones, ``in_proj_bias`` (3E,). Mask

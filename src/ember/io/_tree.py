@@ -14,11 +14,15 @@ of 2: safetensors has no complex128; with ``"view": [offset, shape, strides]`` f
 several tensors that share memory, a view of their storage, `ember.io._shared`). Every JSON
 object in a structure is a tag, so a user's dict can never be mistaken for one.
 
-An object that appears twice (the same Tensor, say) is stored once and loads as one object;
-containers that contain themselves are refused. A program's own object is saved as its class
-name and its attributes (``{"$object": ...}``), a whole ``nn.Module`` too (its class's
-``_saved_whole``: ``torch.save(model)``), a Parameter as a tensor of kind "parameter"
-(`TENSOR_KINDS`); loading builds them only for classes the program allowed, or, with
+An object that appears twice (the same Tensor, a module registered under two names, a list
+held by two dicts) is stored once and loads as one object, as pickle's memo makes PyTorch's:
+a tensor by its name, a dict, list or program object met again as ``{"$ref": n}``, the n-th of
+them in the order the structure is written (and read: both walk it depth first, counting each
+when they reach it, before its contents); containers that contain themselves are refused. A
+program's own object is saved as its class name and its attributes (``{"$object": ...}``), a
+whole ``nn.Module`` too (its class's ``_saved_whole``: ``torch.save(model)``), a Parameter as a
+tensor of kind "parameter" (`TENSOR_KINDS`, also where it is a view of a storage it shares with
+another tensor); loading builds them only for classes the program allowed, or, with
 ``weights_only=False``, imported (io/safe_globals.py).
 """
 
@@ -68,6 +72,18 @@ class _Encoder:
         self.active: set[int] = set()
         self.shared: dict[int, tuple] = {}  # tensors sharing memory (`ember.io._shared`)
         self.storages: dict[int, str] = {}  # a shared storage's name, by its group key
+        self.refs: dict[int, int] = {}  # a dict's, list's or object's number, for "$ref"
+
+    def reference(self, x) -> dict | None:
+        """``{"$ref": n}`` for a dict, list or object written before; else None, and ``x``
+        numbered (tuples and sets are values: PyTorch's identity of them matters to nobody)."""
+        if isinstance(x, (tuple, set, frozenset)):
+            return None
+        if id(x) in self.refs:
+            return {"$ref": self.refs[id(x)]}
+        self.refs[id(x)] = len(self.refs)
+        self.keep_alive.append(x)  # (a state made for this call must keep its id unique)
+        return None
 
     def leaf_name(self, path: str) -> str:
         name = path or "tensor"
@@ -77,19 +93,21 @@ class _Encoder:
             name = f"{path or 'tensor'}#{k}"
         return name
 
-    def shared_node(self, x, path: str) -> dict:
+    def shared_node(self, x, path: str, kind: str | None) -> dict:
         key, storage, place = self.shared[id(x)]
         if key not in self.storages:
             self.storages[key] = name = self.leaf_name(f"{path or 'tensor'}#storage")
             self.arrays[name] = storage
         node = {"$tensor": self.storages[key], "view": place}
+        if kind:  # (a Parameter sharing memory with its state_dict's entry stays a Parameter)
+            node["kind"] = kind
         if x.requires_grad:
             node["requires_grad"] = True
         return node
 
     def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
         if id(x) in self.shared:
-            return self.shared_node(x, path)
+            return self.shared_node(x, path, kind)
         is_complex = arr.dtype.kind == "c"
         bytes_of = _AS_BYTES.get(arr.dtype)
         if id(x) not in self.memo:
@@ -167,6 +185,9 @@ class _Encoder:
         if isinstance(x, (dict, list, tuple)):
             if id(x) in self.active:
                 raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
+            ref = self.reference(x)
+            if ref is not None:
+                return ref
             self.active.add(id(x))
             try:
                 return self.container(x, path)
@@ -178,6 +199,9 @@ class _Encoder:
         if state is not None and (whole or not callable(getattr(x, "state_dict", None))):
             if id(x) in self.active:
                 raise CheckpointTypeError(f"{_where(path)} contains itself", op="save")
+            ref = self.reference(x)
+            if ref is not None:
+                return ref
             self.active.add(id(x))
             try:
                 fields = {k: self.encode(v, path) for k, v in state}
@@ -251,6 +275,19 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
     with the place in the tree where the problem is. ``trusted`` (``load(weights_only=False)``):
     objects of classes the program has imported are built too, not only registered ones."""
     made: dict[str, object] = {}
+    numbered: list = []  # the dicts, lists and objects read so far, by number, for "$ref"
+    pending = object()  # (the slot of one still being read: a reference to it is a cycle)
+
+    def numbering():
+        numbered.append(pending)
+        return len(numbered) - 1
+
+    def referenced(value, where: str):
+        if type(value) is not int or not 0 <= value < len(numbered):
+            raise bad(f"a reference to object {_short(value)}, which was not read before", where)
+        if numbered[value] is pending:
+            raise bad(f"a reference to object {value}, which contains it", where)
+        return numbered[value]
 
     def bad(what: str, where: str) -> CheckpointError:
         place = f" at {where!r}" if where else ""
@@ -283,8 +320,8 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
         if key not in made:
             arr = arrays[name]
             if view is not None:
-                if kind is not None or is_complex or bytes_of is not None:
-                    raise bad("a view of a shared storage is a plain tensor", where)
+                if kind in ("ndarray", "numpy_scalar") or is_complex or bytes_of is not None:
+                    raise bad("a view of a shared storage is a plain tensor or a kind of it", where)
                 arr = view_of(arr, view, lambda what: bad(what, where))
             if bytes_of is not None:
                 if arr.dtype != np.uint8:
@@ -412,7 +449,9 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
         if depth >= MAX_DEPTH:
             raise bad(f"nested more than {MAX_DEPTH} deep", where)
         if isinstance(x, list):
-            return [dec(v, _join(where, i), depth + 1) for i, v in enumerate(x)]
+            slot = numbering()
+            numbered[slot] = [dec(v, _join(where, i), depth + 1) for i, v in enumerate(x)]
+            return numbered[slot]
         if not isinstance(x, dict) or not x:
             raise bad(f"unexpected value {_short(x)}", where)
         if "$tensor" in x:
@@ -420,15 +459,21 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
         if len(x) != 1:
             raise bad(f"unexpected object with keys {_short(sorted(x))}", where)
         ((tag, value),) = x.items()
+        if tag == "$ref":
+            return referenced(value, where)
         if tag == "$dict" and isinstance(value, dict):
-            return {k: dec(v, _join(where, k), depth + 1) for k, v in value.items()}
+            slot = numbering()
+            numbered[slot] = {k: dec(v, _join(where, k), depth + 1) for k, v in value.items()}
+            return numbered[slot]
         if tag == "$items" and isinstance(value, list):
             if not all(isinstance(kv, list) and len(kv) == 2 for kv in value):
                 raise bad("malformed $items (a list of [key, value] pairs expected)", where)
+            slot = numbering()
             items = {}
             for k, v in value:
                 k = key(k, where)
                 items[k] = dec(v, _join(where, k), depth + 1)
+            numbered[slot] = items
             return items
         if tag == "$tuple" and isinstance(value, list):
             return tuple(dec(v, _join(where, i), depth + 1) for i, v in enumerate(value))
@@ -448,7 +493,9 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
         if tag == "$sparse_coo" and isinstance(value, dict):
             return sparse(value, where, depth)
         if tag == "$object" and isinstance(value, dict) and isinstance(value.get("class"), str):
-            return user_object(value, where, depth)
+            slot = numbering()
+            numbered[slot] = user_object(value, where, depth)
+            return numbered[slot]
         if tag == "$meta" and isinstance(value, dict):
             return meta(value, where)
         if tag == "$dtype" and isinstance(value, str):

@@ -87,6 +87,11 @@ class _ModuleSequence(Module):
     def __dir__(self):
         return [k for k in super().__dir__() if not k.isdigit()]
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "_size" not in self.__dict__:  # (saved whole before non-tensor values were kept)
+            object.__setattr__(self, "_size", len(self._parameters))
+
 
 class Sequential(_ModuleSequence):
     """Modules applied in order: ``Sequential(a, b)(x) == b(a(x))``. Also accepts one
@@ -204,39 +209,45 @@ def _as_parameter(value):
     return value
 
 
-def _describe(p) -> str:
+def _describe(p, by_type: bool = False) -> str:
+    """A parameter's line in a container's repr: PyTorch's ParameterList names the dtype
+    ("torch.float32"), its ParameterDict the tensor type (``by_type``: "torch.FloatTensor")."""
     kind = "Parameter containing" if isinstance(p, Parameter) else "Object of type"
     if not isinstance(p, Tensor):
         return f"{kind}: {type(p).__name__}"
     size = "x".join(str(s) for s in p.shape)
-    return f"{kind}: [{p.dtype} of size {size}]"
+    return f"{kind}: [{p.type() if by_type else p.dtype} of size {size}]"
 
 
 class ParameterList(Module):
-    """A list of parameters registered under ``"0"``, ``"1"``, ... (tensors are wrapped)."""
+    """A list held as attributes ``"0"``, ``"1"``, ...: tensors are wrapped as Parameters and
+    registered, any other object (a number, a string, None) is kept as a plain attribute, as
+    PyTorch's ParameterList keeps it."""
 
     def __init__(self, values: Iterable | None = None) -> None:
         super().__init__()
+        self._size = 0
         if values is not None:
             self.extend(values)
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return self._size
 
     def __iter__(self) -> Iterator:
-        return iter(self._parameters.values())
+        return (self[i] for i in range(len(self)))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return ParameterList(list(self)[idx])
-        return self._parameters[str(index_arg(idx, len(self), "ParameterList"))]
+        return getattr(self, str(index_arg(idx, len(self), "ParameterList")))
 
     def __setitem__(self, idx, value) -> None:
         key = str(index_arg(idx, len(self), "ParameterList"))
-        self.register_parameter(key, _as_parameter(value))
+        setattr(self, key, _as_parameter(value))
 
     def append(self, value) -> ParameterList:
-        self.register_parameter(str(len(self)), _as_parameter(value))
+        self._size += 1
+        self[self._size - 1] = value
         return self
 
     def extend(self, values: Iterable) -> ParameterList:
@@ -244,45 +255,71 @@ class ParameterList(Module):
             self.append(v)
         return self
 
+    def __iadd__(self, values: Iterable) -> ParameterList:
+        return self.extend(values)
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "_size" not in self.__dict__:  # (saved whole before non-tensor values were kept)
+            object.__setattr__(self, "_size", len(self._parameters))
+
     def extra_repr(self) -> str:
         # (each line indented by two, which Module's repr indents again: PyTorch's layout)
         return "\n".join(f"  ({i}): {_describe(p)}" for i, p in enumerate(self))
 
 
 class ParameterDict(Module):
-    """A dict of parameters (tensors are wrapped), in insertion order."""
+    """A dict held as attributes named by its keys, in insertion order (a plain mapping given to
+    the constructor or `update` is added sorted by key, as PyTorch adds it): tensors are
+    wrapped as Parameters and registered, any other object is kept as a plain attribute, as
+    PyTorch's ParameterDict keeps it."""
 
     def __init__(self, parameters: Mapping | Iterable | None = None) -> None:
         super().__init__()
+        self._keys: dict[str, None] = {}
         if parameters is not None:
             self.update(parameters)
 
     def __getitem__(self, key: str):
-        return self._parameters[key]
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
 
     def __setitem__(self, key: str, value) -> None:
-        self.register_parameter(key, _as_parameter(value))
+        if not isinstance(key, str):
+            raise ArgumentTypeError(
+                f"ParameterDict keys are strings, got {type(key).__name__}", op="ParameterDict"
+            )
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
 
     def __delitem__(self, key: str) -> None:
-        del self._parameters[key]
+        del self._keys[key]
+        delattr(self, key)
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._parameters)
+        return iter(self._keys)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._keys))
 
     def __contains__(self, key: str) -> bool:
-        return key in self._parameters
+        return key in self._keys
 
     def keys(self):
-        return self._parameters.keys()
+        return self._keys.keys()
 
     def items(self):
-        return self._parameters.items()
+        return [(k, self[k]) for k in self._keys]
 
     def values(self):
-        return self._parameters.values()
+        return [self[k] for k in self._keys]
 
     def pop(self, key: str):
         value = self[key]
@@ -290,7 +327,7 @@ class ParameterDict(Module):
         return value
 
     def get(self, key: str, default=None):
-        return self._parameters.get(key, default)
+        return self[key] if key in self else default
 
     def setdefault(self, key: str, default=None):
         if key not in self:
@@ -298,24 +335,46 @@ class ParameterDict(Module):
         return self[key]
 
     def popitem(self) -> tuple:
-        key = next(reversed(self._parameters))
+        key = next(reversed(self._keys))
         return key, self.pop(key)
 
     def clear(self) -> None:
-        for key in list(self._parameters):
+        for key in list(self._keys):
             del self[key]
 
     def copy(self) -> ParameterDict:
         """A new ParameterDict holding the same parameters (not copies), as in PyTorch."""
-        return ParameterDict(self.items())
+        return ParameterDict(OrderedDict(self.items()))
 
     def fromkeys(self, keys: Iterable, default=None) -> ParameterDict:
         return ParameterDict((k, default) for k in keys)
 
     def update(self, parameters) -> None:
-        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
+        """Add ``parameters``: a ParameterDict's or OrderedDict's items in their order, a plain
+        mapping's sorted by key (PyTorch's rule, which parameters()' order follows), pairs in
+        theirs."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = parameters.items()
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = parameters
         for key, value in pairs:
             self[key] = value
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "_keys" not in self.__dict__:  # (saved whole before non-tensor values were kept)
+            object.__setattr__(self, "_keys", dict.fromkeys(self._parameters))
+
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ior__(self, other: ParameterDict) -> ParameterDict:
+        self.update(other)
+        return self
+
     def extra_repr(self) -> str:
-        return "\n".join(f"  ({k}): {_describe(p)}" for k, p in self.items())
+        return "\n".join(f"  ({k}): {_describe(p, by_type=True)}" for k, p in self.items())

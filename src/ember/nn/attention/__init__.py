@@ -12,15 +12,15 @@ It also holds PyTorch's ``torch.nn.attention`` names for choosing the attention 
 
 from __future__ import annotations
 
-from ..backends.cuda import SDPBackend, sdpa_kernel
-from ..errors import ArgumentError, ShapeError
-from ..functional.mha import attend
-from ..ops._util import fmt_shape
-from ..tensor import Tensor
-from . import init
-from .linear import NonDynamicallyQuantizableLinear
-from .module import Module
-from .parameter import new_parameter
+from ...backends.cuda import SDPBackend, sdpa_kernel
+from ...errors import ArgumentError, ShapeError
+from ...functional.mha import attend
+from ...ops._util import fmt_shape
+from ...tensor import Tensor
+from .. import init
+from ..linear import NonDynamicallyQuantizableLinear
+from ..module import Module
+from ..parameter import new_parameter
 
 __all__ = ["MultiheadAttention", "SDPBackend", "sdpa_kernel"]
 
@@ -179,3 +179,8 @@ class MultiheadAttention(Module):
             average_attn_weights=average,
             op="MultiheadAttention",
         )
+
+
+# (PyTorch's torch.nn.attention submodules; importing one sets it on this package)
+from . import bias as _bias  # noqa: E402, F401
+from . import flex_attention  # noqa: E402
