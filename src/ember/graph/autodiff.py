@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd_node import vjp_results
+from ..autograd_node_hooks import check_hook_value
 from ..errors import AutogradError, ShapeError
 from ..ops import _autocast
 from ..ops.checks import check
@@ -202,6 +203,7 @@ def _run_hooks(builder, grads: dict, value, hooked: set) -> None:
         for hook in list(hooks.values()):
             result = hook(grads[id(value)])
             if result is not None:
+                check_hook_value(hook, grads[id(value)], result)
                 grads[id(value)] = result
 
 
