@@ -13,8 +13,8 @@ results differ from NumPy's only by the vector math library's few ulps in ``erf`
   double, ``(x - mean) * rstd * w + b``.
 * `layer_norm_backward(x, w, g, n, eps)`: ``(dx, dw, db)``; each row's statistics are recomputed
   (cheaper than saving them: the row is read anyway), ``dw`` and ``db`` summed in double per
-  thread block and then over blocks; ``dx`` in PyTorch's formula and order
-  (ops/_layer_norm_torch.py), its fused multiply-adds explicit ``fma`` calls.
+  thread block and then over blocks. In float32 a row takes two passes (its four sums in
+  double, then dx), in float64 four (see the C source).
 
 Half precision (bfloat16, float16) is read and written in 16 bits and computed as float32 is
 (kernels/chalf.py's conversions): the float32 kernel's arithmetic on the widened values, each
@@ -192,205 +192,52 @@ void ember_layer_norm_step(const long *a) {
                    (ember_pool)a[7], a[8]);
 }
 
-/* dx as PyTorch's CPU kernel computes it, a dy w + b x + c, its statistics and sums in its
-   order and compute dtype (ops/_layer_norm_torch.py, the specification, says why): LANES is
-   the vector width of its AVX2 kernels, fma_t its fused multiply-adds. */
-#define LANES ((long)(sizeof(T) == 4 ? 8 : 4))
-#define WIDTH (HALF ? 2 * LANES : LANES) /* values per load: 16 of a 16-bit type, two vectors */
-
-static inline T fma_t(T a, T b, T c) {
-  return sizeof(T) == 4 ? (T)fmaf((float)a, (float)b, (float)c) : (T)fma(a, b, c);
-}
-
-/* AddMomentsVec: the moments of count_add values per lane merged into count's */
-static inline void merge_moments(long count_add, const T *m1a, const T *m2a, long *count, T *m1,
-                                 T *m2) {
-  long total = *count + count_add;
-  T c = total == 0 ? (T)0 : (T)count_add / (T)total;
-  for (long l = 0; l < LANES; l++) {
-    T delta = m1a[l] - m1[l], m2_tmp = m2[l] + m2a[l], c_delta = c * delta;
-    T count_delta = delta * (T)(*count);
-    m1[l] = m1[l] + c_delta;
-    m2[l] = fma_t(count_delta, c_delta, m2_tmp);
-  }
-  *count = total;
-}
-
-/* RowwiseMoments: Welford per lane over chunks of 16 vectors, merged pairwise, then the
-   values past the last whole vector one by one, then each lane merged in */
-static void torch_moments(const S *restrict x, long size, T *mean, T *var) {
-  long n = size / WIDTH, m = (n + 15) / 16;
-  int depth = m <= 2 ? 1 : 64 - __builtin_clzl((unsigned long)(m - 1));
-  long counts[64];
-  T m1s[64][8], m2s[64][8];
-  for (int i = 0; i < depth; i++) {
-    counts[i] = 0;
-    for (long l = 0; l < LANES; l++) m1s[i][l] = m2s[i][l] = 0;
-  }
-  for (long i = 0; i < m; i++) {
-    const S *xp = x + i * 16 * WIDTH;
-    long count = n - i * 16 < 16 ? n - i * 16 : 16;
-    T m1[16] = {0}, m2[16] = {0}; /* (16-bit: two float vectors' accumulators side by side) */
-    for (long j = 0; j < count; j++) {
-      T cj = (T)1 / (T)(j + 1);
-      for (long l = 0; l < WIDTH; l++) {
-        T v = LD(xp[j * WIDTH + l]), d = v - m1[l];
-        m1[l] = fma_t(cj, d, m1[l]);
-        m2[l] = fma_t(d, v - m1[l], m2[l]);
-      }
-    }
-    for (long k = 0; k < WIDTH; k += LANES)
-      merge_moments(count, m1 + k, m2 + k, &counts[0], m1s[0], m2s[0]);
-    long mask = i + 1;
-    for (int j = 1; j < depth && !(mask & 1); j++) {
-      merge_moments(counts[j - 1], m1s[j - 1], m2s[j - 1], &counts[j], m1s[j], m2s[j]);
-      counts[j - 1] = 0;
-      for (long l = 0; l < LANES; l++) m1s[j - 1][l] = m2s[j - 1][l] = 0;
-      mask >>= 1;
-    }
-  }
-  for (int i = 1; i < depth; i++)
-    merge_moments(counts[i], m1s[i], m2s[i], &counts[0], m1s[0], m2s[0]);
-  long count = 0;
-  T m1 = 0, m2 = 0;
-  for (long i = n * WIDTH; i < size; i++) {
-    T v = LD(x[i]), d = v - m1;
-    count++;
-    m1 = m1 + d / (T)count;
-    m2 = fma_t(d, v - m1, m2);
-  }
-  long per_lane = n * WIDTH / LANES;
-  for (long l = 0; l < LANES; l++) {
-    long total = count + per_lane;
-    T c = total == 0 ? (T)0 : (T)per_lane / (T)total, d = m1s[0][l] - m1;
-    m1 = fma_t(c, d, m1);
-    m2 = m2 + fma_t(d * d * c, (T)count, m2s[0][l]);
-    count = total;
-  }
-  *mean = m1;
-  *var = m2 / (T)size;
-}
-
-/* sum of g x w (x given) or g w: reduce_all's order, a lane's accumulator per position of
-   the whole vectors, the rest into the first lanes, the lanes summed by halving; a row
-   shorter than a vector in order */
-static inline T torch_product(const S *g, const S *x, const S *w, long i) {
-  T p = LD(g[i]);
-  if (x) p = p * LD(x[i]);
-  return p * LD(w[i]);
-}
-
-static inline T torch_halving(T *acc) {
-  T t[8];
-  for (long step = LANES / 2; step; step /= 2) {
-    for (long l = 0; l < LANES; l++) t[l] = acc[l] + acc[l ^ step];
-    for (long l = 0; l < LANES; l++) acc[l] = t[l];
-  }
-  return acc[0];
-}
-
-/* a 16-bit row: loads of 16 values as two float vectors, each its own accumulator, added
-   together before the lanes are */
-static T torch_sum_half(const S *restrict g, const S *restrict x, const S *restrict w, long n) {
-  T acc0[8], acc1[8];
-  if (n <= LANES) {
-    T s = torch_product(g, x, w, 0);
-    for (long k = 1; k < n; k++) s += torch_product(g, x, w, k);
-    return s;
-  }
-  if (n < WIDTH) {
-    for (long l = 0; l < LANES; l++) acc0[l] = torch_product(g, x, w, l);
-    for (long l = 0; l < n - LANES; l++) acc0[l] += torch_product(g, x, w, LANES + l);
-    T s = acc0[0];
-    for (long l = 1; l < LANES; l++) s += acc0[l];
-    return s;
-  }
-  for (long l = 0; l < LANES; l++) {
-    acc0[l] = torch_product(g, x, w, l);
-    acc1[l] = torch_product(g, x, w, LANES + l);
-  }
-  long whole = n - n % WIDTH, rest = n - whole;
-  for (long d = WIDTH; d < whole; d += WIDTH)
-    for (long l = 0; l < LANES; l++) {
-      acc0[l] += torch_product(g, x, w, d + l);
-      acc1[l] += torch_product(g, x, w, d + LANES + l);
-    }
-  if (rest > LANES) {
-    for (long l = 0; l < LANES; l++) acc0[l] += torch_product(g, x, w, whole + l);
-    for (long l = 0; l < rest - LANES; l++) acc1[l] += torch_product(g, x, w, whole + LANES + l);
-  } else {
-    for (long l = 0; l < rest; l++) acc0[l] += torch_product(g, x, w, whole + l);
-  }
-  for (long l = 0; l < LANES; l++) acc0[l] += acc1[l];
-  return torch_halving(acc0);
-}
-
-static T torch_sum(const S *restrict g, const S *restrict x, const S *restrict w, long n) {
-  if (HALF) return torch_sum_half(g, x, w, n);
-  if (n < LANES) {
-    T s = torch_product(g, x, w, 0);
-    for (long k = 1; k < n; k++) s += torch_product(g, x, w, k);
-    return s;
-  }
-  T acc[8];
-  for (long l = 0; l < LANES; l++) acc[l] = torch_product(g, x, w, l);
-  long whole = n - n % LANES;
-  for (long d = LANES; d < whole; d += LANES)
-    for (long l = 0; l < LANES; l++) acc[l] += torch_product(g, x, w, d + l);
-  for (long l = 0; l < n - whole; l++) acc[l] += torch_product(g, x, w, whole + l);
-  return torch_halving(acc);
-}
-
-/* ds = sum(g x w) and db = sum(g w) together (their lanes side by side) */
-static void torch_sums(const S *restrict g, const S *restrict x, const S *restrict w, long n,
-                       T *ds, T *db) {
-  if (HALF || n < LANES) {
-    *ds = torch_sum(g, x, w, n);
-    *db = torch_sum(g, 0, w, n);
-    return;
-  }
-  T as[8], ab[8];
-  for (long l = 0; l < LANES; l++) {
-    as[l] = LD(g[l]) * LD(x[l]) * LD(w[l]);
-    ab[l] = LD(g[l]) * LD(w[l]);
-  }
-  long whole = n - n % LANES;
-  for (long d = LANES; d < whole; d += LANES)
-#pragma omp simd
-    for (long l = 0; l < LANES; l++) {
-      as[l] += LD(g[d + l]) * LD(x[d + l]) * LD(w[d + l]);
-      ab[l] += LD(g[d + l]) * LD(w[d + l]);
-    }
-  for (long l = 0; l < n - whole; l++) {
-    as[l] += LD(g[whole + l]) * LD(x[whole + l]) * LD(w[whole + l]);
-    ab[l] += LD(g[whole + l]) * LD(w[whole + l]);
-  }
-  *ds = torch_halving(as);
-  *db = torch_halving(ab);
-}
-
-/* one row: dx in PyTorch's formula; dw += g (a x - a mean) and db += g in double, xhat as
-   PyTorch's dgamma reads it (a = rstd, both the saved statistics) */
+/* dx = rstd * (u - mean(u) - xhat * mean(u * xhat)), u = w * g; dw += g * xhat; db += g.
+   In float, one pass gathers sum x, sum x^2, sum u and sum u x in double and a second writes
+   dx (sum(u xhat) = rstd (sum u x - mean sum u)): a row of float32 values cancels in these
+   double sums only when its mean exceeds its spread by some 1e8, far beyond float32's own
+   precision, and rows are short enough that each pass's loop set-up and its sums' horizontal
+   additions are much of a row's cost, so two passes instead of four are the saving. In
+   double, where the same cancellation would cost a float64 result its digits, the statistics
+   keep their two passes (centred squares). */
 static inline void norm_grad_row(const S *restrict x, const S *restrict g, const S *restrict w,
                                  S *restrict dx, double *restrict pw, double *restrict pb,
                                  long n, double eps) {
-  T mean, var, ds, db;
-  torch_moments(x, n, &mean, &var);
-  T a = sizeof(T) == 4 ? (T)(1.0f / sqrtf((float)(var + (T)eps))) : (T)(1.0 / sqrt(var + (T)eps));
-  if (HALF) { /* (saved in the 16-bit parameters' dtype, read back widened) */
-    mean = LD(ST(mean));
-    a = LD(ST(a));
+  double inv_n = 1.0 / (double)n, m, rs, su = 0, sux = 0;
+#if ONE_PASS_STATS
+  double s = 0, q = 0;
+#pragma omp simd reduction(+ : s, q, su, sux)
+  for (long i = 0; i < n; i++) {
+    double v = (double)LD(x[i]), u = (double)(LD(w[i]) * LD(g[i]));
+    s += v;
+    q += v * v;
+    su += u;
+    sux += u * v;
   }
-  torch_sums(g, x, w, n, &ds, &db);
-  T scale = (T)1 / (T)n;
-  T b = fma_t(db, mean, -ds) * a * a * a * scale;
-  T c = fma_t(-b, mean, -(db * a * scale)), shift = -a * mean;
+  m = s * inv_n;
+  double var = q * inv_n - m * m;
+  rs = 1.0 / sqrt((var < 0 ? 0 : var) + eps); /* (rounding can make it negative) */
+  sux = rs * (sux - m * su);
+#else
+  row_stats(x, n, eps, &m, &rs);
+  {
+    T mean = (T)m, rstd = (T)rs;
+#pragma omp simd reduction(+ : su, sux)
+    for (long i = 0; i < n; i++) {
+      T u = LD(w[i]) * LD(g[i]);
+      su += (double)u;
+      sux += (double)(u * ((LD(x[i]) - mean) * rstd));
+    }
+  }
+#endif
+  T mean = (T)m, rstd = (T)rs;
+  T mu = (T)(su * inv_n), mux = (T)(sux * inv_n);
 #pragma omp simd
   for (long i = 0; i < n; i++) {
-    T xv = LD(x[i]), gv = LD(g[i]);
-    dx[i] = ST(fma_t(b, xv, a * gv * LD(w[i])) + c);
-    pw[i] += (double)(gv * fma_t(a, xv, shift));
-    pb[i] += (double)gv;
+    T xhat = (LD(x[i]) - mean) * rstd;
+    dx[i] = ST(rstd * ((LD(w[i]) * LD(g[i]) - mu) - xhat * mux));
+    pw[i] += (double)(LD(g[i]) * xhat);
+    pb[i] += (double)LD(g[i]);
   }
 }
 
@@ -456,6 +303,7 @@ def _functions(dtype: np.dtype):
         return None
     c_type, erf, exp, tanh = _TYPES[dtype]
     source = f"#define T {c_type}\n#define ERF {erf}\n#define EXP {exp}\n#define TANH {tanh}\n"
+    source += f"#define ONE_PASS_STATS {int(c_type == 'float')}\n"
     if dtype in chalf.NAMES:
         source = chalf.storage_defines(dtype) + source
     source += _SOURCE

@@ -21,7 +21,6 @@ import numpy as np
 from ..errors import ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
-from . import _layer_norm_torch as _torch_order
 from . import api as E
 from ._layer_norm_pattern import layer_norm_pattern
 from ._norm_act_common import _c_runs, _compute_dtype, _fast_module, _onnx_c
@@ -118,14 +117,27 @@ def _norm_grad_kernel(x, weight, g, *, eps):
     v, n = _rows(x, weight)
     gr = g.reshape(-1, n).astype(v.dtype, copy=False)
     w = weight.reshape(n).astype(v.dtype, copy=False)
-    # dx in PyTorch's formula and order (ops/_layer_norm_torch.py: its rounding on rows whose
-    # values nearly cancel), dw and db summed over rows in double
-    dx = np.empty_like(v)
-    dw, db = np.zeros(n, np.float64), np.zeros(n, np.float64)
-    stored = x.dtype if half_precision(x) else None
-    _torch_order.gradients(v, gr, w, eps, dx, dw, db, stored)
+    mean, rstd = _stats(v, eps)
+    xhat = v - mean  # (x - mean) * rstd
+    del v
+    xhat *= rstd
+    u = w * gr
+    wide = u.astype(np.float64)  # the double-precision sums' operand, reused below
+    mu = (wide.sum(axis=1, keepdims=True) / n).astype(xhat.dtype)
+    np.multiply(u, xhat, out=wide)  # (u * xhat) in the compute dtype, then widened
+    mux = (wide.sum(axis=1, keepdims=True) / n).astype(xhat.dtype)
+    np.multiply(gr, xhat, out=wide)
+    dw = wide.sum(axis=0)
+    np.copyto(wide, gr)
+    db = wide.sum(axis=0)
+    del wide
+    u -= mu  # dx = rstd * ((u - mu) - xhat * mux)
+    xhat *= mux
+    u -= xhat
+    del xhat, gr
+    np.multiply(rstd, u, out=u)
     return (
-        dx.reshape(x.shape).astype(x.dtype, copy=False),
+        u.reshape(x.shape).astype(x.dtype, copy=False),
         dw.reshape(weight.shape).astype(x.dtype),
         db.reshape(weight.shape).astype(x.dtype),
     )
@@ -239,25 +251,20 @@ def _norm_workspace(node, layouts) -> int:
     return max(stats, after) - value_bytes(x)
 
 
-# the arrays of ops/_layer_norm_torch.py's steps (a few rows' lanes, moments and products, and
-# their NumPy headers), the same few kilobytes whatever the size
-_STEP_BYTES = 4096
-
-
 def _norm_grad_workspace(node, layouts) -> int:
     """The C kernels: none beyond the results (the per-block sums of dweight and dbias are a
-    few rows of doubles). NumPy's (`_norm_grad_kernel`): half precision's float32 copies of
-    the input and the gradient and its float32 dx before it is rounded into the result; the
-    sums of dweight and dbias in double; ops/_layer_norm_torch.py's steps, a few rows and
-    columns at a time, only kilobytes beside them."""
-    x, weight = node.inputs[0], node.inputs[1]
+    few rows of doubles). NumPy's (`_norm_grad_kernel`): at the statistics, the input's and
+    the gradient's float32 copies (half precision) beside the rows in double and centred;
+    then the gradient's copy, xhat, u (which becomes dx) and one double-precision buffer
+    for the sums."""
+    x = node.inputs[0]
     if _c_runs(x):
         return 0
-    n = value_bytes(weight) // weight.dtype.itemsize
-    sums = 2 * n * 8 + _STEP_BYTES
-    if half_precision(x):
-        return 3 * (value_bytes(x) // x.dtype.itemsize) * 4 + sums
-    return sums
+    half = half_precision(x)
+    wide = 0 if x.dtype.itemsize == 8 else 1
+    stats = _norm_buffers(node, 2 if half else 0, 1 + wide, True)
+    sums = _norm_buffers(node, 3 if half else 2, 1, False)
+    return max(stats, sums) - value_bytes(x)
 
 
 def _onnx_layer_norm_backward(e):
