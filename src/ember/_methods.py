@@ -156,8 +156,12 @@ _COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "g
 
 def _setitem(self, index, value) -> None:
     # ``x[index] = value``: index_put out of place, written into x by the in-place protocol
-    if isinstance(value, TensorBase) and value.ndim:  # (a 0-d value is a fill: no check)
-        _refuse_overlap("__setitem__", _region(self, index), value)
+    if isinstance(value, TensorBase):
+        # basic indexing is a copy_ (a 0-d value a fill, unchecked), advanced indexing
+        # PyTorch's index_put_, which refuses a full overlap too, a 0-d value's included
+        basic = _is_basic(index)
+        if value.ndim or not basic:
+            _refuse_overlap("__setitem__", _region(self, index), value, not basic)
     self._inplace("__setitem__", _index_put, index, value)
 
 
@@ -189,10 +193,10 @@ def _region(self, index):
         return None
 
 
-def _refuse_overlap(what: str, written, src) -> None:
+def _refuse_overlap(what: str, written, src, full: bool = False) -> None:
     data = getattr(src, "_data", None)
     if isinstance(written, np.ndarray) and isinstance(data, np.ndarray):
-        refuse_partial_overlap(what, written, (data,))
+        refuse_partial_overlap(what, written, (data,), full)
 
 
 def _copy_(self, src):

@@ -25,6 +25,7 @@ def _run_hooks(hooks, g):
         for hook in list(hooks.values()):
             out = hook(g)
             if out is not None:
+                _node_hooks.check_hook_value(hook, g, out)
                 g = out
     return g
 

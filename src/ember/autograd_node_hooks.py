@@ -67,26 +67,52 @@ def next_functions(node) -> tuple:
     return tuple([edge if edge is not None else (None, 0) for edge in node._edges])
 
 
-def _replaced(result, old, what: str):
+def _type_name(t) -> str:
+    legacy = getattr(t, "type", None)  # (PyTorch's legacy name, torch.FloatTensor)
+    return legacy() if callable(legacy) else str(t.dtype)
+
+
+def check_hook_value(hook, old, new, name: str | None = None) -> None:
+    """PyTorch's check of a gradient a hook returned in place of ``old``: the same dtype,
+    then the same size (the engine casts what a custom Function's backward returns, never
+    what a hook returns). ``name``: the hook's name in the message (its ``__name__``)."""
+    if old is None or new is None or not hasattr(new, "dtype") or not hasattr(old, "dtype"):
+        return
+    name = name or getattr(hook, "__name__", type(hook).__name__)
+    if new.dtype != old.dtype:
+        raise AutogradError(
+            f"hook '{name}' has changed the type of value (was {_type_name(old)} got "
+            f"{_type_name(new)})",
+            op="backward",
+        )
+    if tuple(new.shape) != tuple(old.shape):
+        raise AutogradError(f"hook '{name}' has changed the size of value", op="backward")
+
+
+def _replaced(hook, result, old, what: str):
     if result is None:
         return old
     result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     if len(result) != len(old):
+        name = getattr(hook, "__name__", type(hook).__name__)
         raise AutogradError(
-            f"a node's {what} returned {len(result)} gradients, expected {len(old)} (one per "
-            "gradient it was given)",
+            f"hook '{name}' has returned an incorrect number of values (got {len(result)}, "
+            f"but expected {len(old)}): a node's {what} returns one gradient per gradient it "
+            "was given",
             op="backward",
         )
+    for before, after in zip(old, result):
+        check_hook_value(hook, before, after)
     return result
 
 
 def run_prehooks(extras: dict, grads: list) -> list:
     for hook in list(extras["pre"].values()):
-        grads = list(_replaced(hook(tuple(grads)), tuple(grads), "pre-hook"))
+        grads = list(_replaced(hook, hook(tuple(grads)), tuple(grads), "pre-hook"))
     return grads
 
 
 def run_hooks(extras: dict, in_grads, grads) -> tuple:
     for hook in list(extras["post"].values()):
-        in_grads = _replaced(hook(tuple(in_grads), tuple(grads)), tuple(in_grads), "hook")
+        in_grads = _replaced(hook, hook(tuple(in_grads), tuple(grads)), tuple(in_grads), "hook")
     return in_grads

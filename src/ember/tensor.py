@@ -29,6 +29,7 @@ from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
 from .ops._data import to_array
+from .ops._overlap import ANY as _ANY_OVERLAP
 from .ops._overlap import refuse_partial_overlap as _refuse_partial_overlap
 from .ops._util import fit_inplace_result
 from .size import Size
@@ -372,7 +373,8 @@ class Tensor(_reg.TensorBase):
         if _meta.active[0] and type(self._data) is _meta.MetaArray:
             return self._meta_inplace(name, fn, args, kwargs)
         if not (getattr(fn, "one_value", False) or getattr(fn, "overlap_ok", False)):
-            _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs))
+            full = getattr(fn, "overlap_refused", None) is _ANY_OVERLAP  # (indexed writes)
+            _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs), full)
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
         self._check_inplace(name)

@@ -328,7 +328,9 @@ def test_without_a_compiler_numpy_runs(tmp_path):
         from ember.kernels import cbatchnorm
         warnings.simplefilter("ignore")
         m = nn.BatchNorm2d(3)
-        x = ember.tensor(np.random.default_rng(0).standard_normal((4, 3, 5, 5)), requires_grad=True)
+        # (float32: a float64 input meets float32 buffers, which PyTorch refuses too)
+        data = np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype(np.float32)
+        x = ember.tensor(data, requires_grad=True)
         m(x).sum().backward()
         assert cbatchnorm.train_forward(x.detach().numpy(), np.ones(3), np.zeros(3), 1e-5) is None
         assert x.grad is not None and float(m.running_var.sum()) != 3.0

@@ -34,7 +34,8 @@ def _buffers(module, *arrays):
 
 
 def _bn_with_stats(lib, fn, x, w, b, **kw):
-    rm, rv = _buffers(lib, RM, RV)
+    # (the statistics in x's dtype: PyTorch refuses float64 ones beside a float32 input)
+    rm, rv = (t.to(x.dtype) for t in _buffers(lib, RM, RV))
     y = fn(x, rm, rv, w, b, **kw)
     return y, rm, rv
 
@@ -89,9 +90,13 @@ SAMPLES = [
     ),
     Sample(
         "F.batch_norm/eval",
-        lambda x, w, b: F.batch_norm(x, ember.tensor(RM), ember.tensor(RV), w, b),
+        lambda x, w, b: F.batch_norm(
+            x, ember.tensor(RM, dtype=x.dtype), ember.tensor(RV, dtype=x.dtype), w, b
+        ),
         (X4, C3, C3B),
-        torch_fn=lambda x, w, b: TF().batch_norm(x, torch().tensor(RM), torch().tensor(RV), w, b),
+        torch_fn=lambda x, w, b: TF().batch_norm(
+            x, torch().tensor(RM, dtype=x.dtype), torch().tensor(RV, dtype=x.dtype), w, b
+        ),
     ),
     # --------------------------------------------------------------------------- instance norm
     Sample(

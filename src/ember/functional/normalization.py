@@ -4,9 +4,9 @@ group_norm and normalize, as composites.
 Statistics are biased (divide by n) for normalizing, as in PyTorch. batch_norm and instance_norm
 in training update the running buffers in place under ``no_grad`` with PyTorch's rule:
 ``running = (1 - momentum) * running + momentum * batch_stat``, where the variance fed to
-``running_var`` is the unbiased one (``n / (n - 1)`` times the biased). Affine parameters are cast
-to the input's dtype so that, for example, float64 parameters never widen a float32 network;
-but float32 parameters of a half-precision input select PyTorch's mixed-type kernels for
+``running_var`` is the unbiased one (``n / (n - 1)`` times the biased). Parameters and running
+statistics must have the input's dtype, as PyTorch's kernels require (`_refuse_mixed_dtypes`:
+its messages), but float32 ones of a half-precision input select PyTorch's mixed-type kernels for
 layer_norm and group_norm: the input widened to float32, everything computed there with the
 parameters as they are, the result rounded once to the input's dtype (`_mixed`), the
 parameters' gradients in float32. batch_norm (the one autocast leaves in half precision)
@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import no_grad
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
 from ..ops._registry import TensorBase, apply, constant, export
@@ -59,6 +59,37 @@ def _mixed(x, *params) -> bool:
     return x.dtype in (dt.float16, dt.bfloat16) and any(
         isinstance(p, TensorBase) and p.dtype is dt.float32 for p in params
     )
+
+
+_TORCH_TYPE_NAMES = {
+    dt.float32: "Float",
+    dt.float64: "Double",
+    dt.bfloat16: "BFloat16",
+    dt.float16: "Half",
+}
+
+
+def _refuse_mixed_dtypes(op: str, x, *params) -> None:
+    """PyTorch's dtype rule of its normalization kernels (``weight, bias`` and, for
+    batch_norm, the running statistics, in that order; None skipped): where the first given
+    parameter has the input's dtype, every other must too; where it does not, the mixed-type
+    kernels run, which take a half-precision input only and float32 parameters only."""
+    given = [p for p in params if isinstance(p, TensorBase)]
+    if not given:
+        return
+    if given[0].dtype is not x.dtype:
+        if any(p.dtype is not dt.float32 for p in given):
+            raise DTypeError(
+                "mixed dtype (CPU): expect parameter to have scalar type of Float", op=op
+            )
+        if x.dtype not in (dt.float16, dt.bfloat16):
+            raise DTypeError("mixed dtype (CPU): all inputs must share same datatype.", op=op)
+        return
+    for p in given:
+        if p.dtype is not x.dtype:
+            want = _TORCH_TYPE_NAMES.get(x.dtype, str(x.dtype))
+            found = _TORCH_TYPE_NAMES.get(p.dtype, str(p.dtype))
+            raise DTypeError(f"expected scalar type {want} but found {found}", op=op)
 
 
 def _channel_view(p, ndim: int):
@@ -108,6 +139,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         # (every eager LayerNorm module's call: the checks below would pass and cast nothing)
         return apply(LAYER_NORM, input, weight, bias, eps=float(eps))
     x = float_input("layer_norm", input)
+    _refuse_mixed_dtypes("layer_norm", x, weight, bias)
     if _mixed(x, weight, bias):
         y = layer_norm(E.cast(x, dt.float32), normalized_shape, weight, bias, eps)
         return E.cast(y, x.dtype)
@@ -265,6 +297,7 @@ def batch_norm(
         operands = (input, running_mean, running_var, weight, bias)
         return apply(BATCH_NORM_EVAL, *operands, eps=float(eps))
     x = float_input("batch_norm", input)
+    _refuse_mixed_dtypes("batch_norm", x, weight, bias, running_mean, running_var)
     if x.ndim == 1 and x.shape[0] == 0:  # (PyTorch returns an empty input before its checks)
         return E.clone(x)
     c = _channels("batch_norm", x)
@@ -383,6 +416,9 @@ def instance_norm(
     the per-instance statistics (unbiased variance), as PyTorch does; without it the running
     statistics are used."""
     x = float_input("instance_norm", input)
+    # (PyTorch's instance_norm copies the running statistics into the input's dtype, so the
+    # rule reads the affine parameters only)
+    _refuse_mixed_dtypes("instance_norm", x, weight, bias)
     c = _channels("instance_norm", x, min_ndim=3)
     running_mean = _running("instance_norm", running_mean, x, c, "running_mean")
     running_var = _running("instance_norm", running_var, x, c, "running_var")
@@ -393,7 +429,10 @@ def instance_norm(
             raise ArgumentError(
                 "instance_norm: use_input_stats=False needs running_mean and running_var"
             )
-        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+        mean, var = (
+            b if b.dtype is x.dtype else E.cast(b, x.dtype) for b in (running_mean, running_var)
+        )
+        return batch_norm(x, mean, var, weight, bias, False, momentum, eps)
     axes = tuple(range(2, x.ndim))
     n = numel(x.shape[2:])
     if isinstance(n, int) and n <= 1:  # (a symbolic count has no value to check yet)
@@ -463,6 +502,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     """Split the channels (dimension 1) into ``num_groups`` groups and normalize each group of
     each sample over its channels and spatial dimensions; then a per-channel affine."""
     x = float_input("group_norm", input)
+    _refuse_mixed_dtypes("group_norm", x, weight, bias)
     if _mixed(x, weight, bias):
         return E.cast(group_norm(E.cast(x, dt.float32), num_groups, weight, bias, eps), x.dtype)
     c = _channels("group_norm", x)

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd_node import vjp_results
+from ..autograd_node_hooks import check_hook_value
 from ..errors import AutogradError, ShapeError
 from ..ops import _autocast
+from ..ops.checks import check
 from ..ops.creation import full
 from ..tensor import Tensor
 from ..types import TensorType
@@ -181,6 +183,7 @@ def _backward_graph_values(builder, outputs, wrt, cotangents, stop, unreached=No
         with _scope.entered(node.scope):
             for value in node.outputs:  # (their gradients are whole here)
                 _run_hooks(builder, grads, value, hooked)
+                _refuse(builder, grads, value)
             _vjp_into(builder, grads, node, needs)
     for value in wrt_values:
         _run_hooks(builder, grads, value, hooked)
@@ -200,7 +203,23 @@ def _run_hooks(builder, grads: dict, value, hooked: set) -> None:
         for hook in list(hooks.values()):
             result = hook(grads[id(value)])
             if result is not None:
+                check_hook_value(hook, grads[id(value)], result)
                 grads[id(value)] = result
+
+
+def _refuse(builder, grads: dict, value) -> None:
+    """A gradient through a value whose call PyTorch refuses to differentiate (the builder's
+    `refuse_gradient`) passes a failing check, which raises the refusal when the backward
+    graph runs, as PyTorch's backward does, rather than now, when the function is captured.
+    A gradient of zeros passes: the backward graph of a captured function computes every
+    output's gradient, zeros for those backward() does not reach, which PyTorch's backward
+    never visits (a nonzero gradient can only come from a use of the value)."""
+    message = getattr(builder, "gradient_refusals", {}).get(id(value))
+    if message is None or id(value) not in grads:
+        return
+    g = grads[id(value)]
+    with builder:
+        grads[id(value)] = check(g, (g == 0).all(), message)
 
 
 def _vjp_into(builder: GraphBuilder, grads: dict, node, needs: tuple) -> None:

@@ -58,6 +58,9 @@ class GraphBuilder(_reg.Mode):
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
         self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
+        # id(Value) -> the message backward through the value raises when the backward graph
+        # runs: calls PyTorch refuses to differentiate (`refuse_gradient`)
+        self.gradient_refusals: dict[int, str] = {}
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
         self.retained: list[SymbolicTensor] = []  # values with history that retain_grad()
         self.backward_start: int | None = None  # node count when backward() first ran
@@ -121,6 +124,14 @@ class GraphBuilder(_reg.Mode):
     def input_value(self, tensor: Tensor):
         """The graph input a captured eager tensor is fed through (None if never captured)."""
         return self._captured_values.get(id(tensor))
+
+    def refuse_gradient(self, tensor, message: str) -> None:
+        """Make a gradient through ``tensor`` (a value of this graph) raise ``message`` where
+        the backward graph runs, not where graph autodiff records it (at capture time): a
+        call PyTorch has no derivative for, or whose backward fails on its operands
+        (ops/_saved_operands.py `refuses_backward`; graph/autodiff.py records the check)."""
+        if isinstance(tensor, SymbolicTensor) and tensor.builder is self:
+            self.gradient_refusals[id(tensor.value)] = message
 
     # -------- functionalized state (see the module docstring)
     def inplace(self, tensor: Tensor, name: str, fn, args, kwargs) -> Tensor:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import warnings
 
 from ..autograd_function import Function
+from ..autograd_node_hooks import check_hook_value
 from ..errors import EmberError, TraceError, user_stacklevel
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
@@ -47,7 +48,7 @@ class BackwardHookFunction(Function):
         return (None, None, *ctx.on_grads(grads))
 
 
-def _check_count(result, what: str, size: int) -> tuple:
+def _check_count(result, what: str, size: int, given: tuple) -> tuple:
     if len(result) != size:
         grads = "grad_output" if what == "pre hook" else "grad_input"
         raise EmberError(
@@ -55,6 +56,10 @@ def _check_count(result, what: str, size: int) -> tuple:
             f"got {len(result)}, but expected {size}",
             op="register_full_backward_hook",
         )
+    for before, after in zip(given, result):
+        # (PyTorch's module hooks run inside its node hook named "hook", the name its
+        # engine's dtype and size check reports)
+        check_hook_value(None, before, after, name="hook")
     return tuple(result)
 
 
@@ -113,7 +118,7 @@ class BackwardHookState:
         for hook in self._hooks():
             result = hook(self.module, packed, self.grad_outputs)
             if result is not None:
-                packed = _check_count(result, "hook", self.n_args)
+                packed = _check_count(result, "hook", self.n_args, packed)
         self.grad_outputs = None
         return tuple(packed[i] for i in self.input_index)
 
@@ -137,7 +142,7 @@ class BackwardHookState:
         ]:
             result = hook(self.module, packed)
             if result is not None:
-                packed = _check_count(result, "pre hook", self.n_outputs)
+                packed = _check_count(result, "pre hook", self.n_outputs, packed)
         self.grad_outputs = packed
         if self.input_index is None:  # no input requires grad: the hooks run now
             warnings.warn(

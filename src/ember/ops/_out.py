@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError, EmberError, user_stacklevel
-from ._overlap import refuse_partial_overlap
+from ._overlap import ANY, refuse_partial_overlap
 from ._registry import TensorBase as Tensor
 from ._registry import is_grad_enabled, set_grad_enabled_flag
 
@@ -45,8 +45,9 @@ def taking_out(fn, name: str, rename=None):
         out = kwargs.pop("out")
         if out is None:
             return fn(*args, **kwargs)
-        if getattr(fn, "out_overlap_refused", False):
-            _refuse_overlap(name, out, (*args, *kwargs.values()))
+        refused = getattr(fn, "out_overlap_refused", False)
+        if refused:
+            _refuse_overlap(name, out, (*args, *kwargs.values()), refused is ANY)
         # (a function of no tensor, a factory, resizes ``out`` silently, as PyTorch's do)
         made = not any(isinstance(a, Tensor) for a in (*args, *kwargs.values()))
         return _write(name, fn(*args, **kwargs), out, warn=not made)
@@ -54,13 +55,14 @@ def taking_out(fn, name: str, rename=None):
     return call
 
 
-def _refuse_overlap(name: str, out, operands) -> None:
+def _refuse_overlap(name: str, out, operands, full: bool) -> None:
     """PyTorch's refusal of an operand (or one in a list of them, cat's) partly overlapping
-    ``out`` (or one of a tuple of them, sort's) (ops/_overlap.py)."""
+    ``out`` (or one of a tuple of them, sort's), with ``full`` overlapping it at all
+    (ops/_overlap.py)."""
     arrays = [a for a in map(_array, _flat(operands)) if a is not None]
     for written in map(_array, _flat((out,))):
         if written is not None:
-            refuse_partial_overlap(name, written, arrays)
+            refuse_partial_overlap(name, written, arrays, full)
 
 
 def _flat(values) -> list:

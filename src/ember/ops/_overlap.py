@@ -12,6 +12,12 @@ values of a copy; it refuses where PyTorch refuses, by PyTorch's test (`overlap`
   partial overlap, refused;
 * anything else, a strided (not dense) operand included, is "too hard" for PyTorch to decide
   and allowed, as there.
+
+The indexed writes (scatter, scatter_add, scatter_reduce, index_copy, index_add, index_put,
+and ``out=`` of gather, index_select and take) refuse a full overlap too, PyTorch's
+``assert_no_overlap``: their result's elements move, so even ``x.scatter_(1, i, x)`` would
+read elements the call has already written. Their public functions carry
+``overlap_refused = ANY`` (in place) or ``out_overlap_refused = ANY`` (``out=``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 from ..errors import EmberError
 
 FULL, PARTIAL, NONE = "full", "partial", "none"
+ANY = "any"  # (the value of a function's overlap attribute: a full overlap refused too)
 
 
 def _dense(arr: np.ndarray) -> bool:
@@ -73,10 +80,12 @@ def overlap(a: np.ndarray, b: np.ndarray) -> str:
     return PARTIAL if a_begin < b_end and b_begin < a_end else NONE
 
 
-def refuse_partial_overlap(op: str, written: np.ndarray, operands) -> None:
-    """Raise PyTorch's error where one of ``operands`` (arrays) partly overlaps ``written``."""
+def refuse_partial_overlap(op: str, written: np.ndarray, operands, full: bool = False) -> None:
+    """Raise PyTorch's error where one of ``operands`` (arrays) partly overlaps ``written``
+    (with ``full``, where one overlaps it at all: PyTorch's ``assert_no_overlap``)."""
+    refused = (PARTIAL, FULL) if full else (PARTIAL,)
     for arr in operands:
-        if overlap(written, arr) == PARTIAL:
+        if overlap(written, arr) in refused:
             raise EmberError(
                 "unsupported operation: some elements of the input tensor and the written-to "
                 "tensor refer to a single memory location. Please clone() the tensor before "

@@ -16,7 +16,7 @@ saves an operand only for the formulas that read it): each composite says so wit
 from __future__ import annotations
 
 from . import _node_names
-from ._registry import TensorBase, is_grad_enabled
+from ._registry import TensorBase, current_mode, is_grad_enabled
 
 
 def needs(*operands) -> bool:
@@ -44,9 +44,15 @@ def saves(result, *operands):
 def refuses_backward(result, message: str):
     """Make backward through ``result``'s node raise ``message`` (a RuntimeError) when it
     reaches it, as PyTorch's NotImplemented node of a call it has no derivative formula for
-    (``remainder(3.0, x)``); returns ``result``."""
+    (``remainder(3.0, x)``); returns ``result``. A captured call's result (no tape node) is
+    marked by the graph builder, whose graph autodiff records the refusal as a check that
+    raises when the backward graph runs (graph/builder.py `refuse_gradient`)."""
     fn = getattr(result, "grad_fn", None)
     base = _node_names.NODE_BASE
     if fn is not None and base is not None and isinstance(fn, base):
         fn._witnesses = (fn._witnesses or ()) + ((None, message),)
+    elif is_grad_enabled():
+        refuse = getattr(current_mode(), "refuse_gradient", None)
+        if refuse is not None:
+            refuse(result, message)
     return result

@@ -95,6 +95,23 @@ def batch_label(shape, index) -> str:
     return f"(Batch element {int(np.ravel_multi_index(index, shape))}): "
 
 
+def np_svd(a, full_matrices: bool = False, compute_uv: bool = True):
+    """NumPy's SVD; where it does not converge (a non-finite matrix), PyTorch's LinAlgError
+    naming the first non-finite batch element (linalg.svd's, which pinv, lstsq, svdvals and
+    the spectral norm raise too)."""
+    try:
+        return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    except np.linalg.LinAlgError:
+        batch = a.shape[:-2]
+        bad = ~np.isfinite(a).reshape(batch + (-1,)).all(-1)
+        index = np.unravel_index(int(np.argmax(bad)), batch) if batch else ()
+        raise LinAlgError(
+            f"{batch_label(batch, index)}The algorithm failed to converge because the input "
+            "matrix contained non-finite values.",
+            op="linalg.svd",
+        ) from None
+
+
 def cubic_cost(in_types, out_types, attrs):
     shape = [d if isinstance(d, int) else 1 for d in in_types[0].shape]  # (symbolic: 1)
     n = shape[-1]

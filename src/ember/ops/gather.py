@@ -19,6 +19,7 @@ from . import _batching
 from . import api as E
 from ._index_plan import FULL, IndexOutOfRangeError
 from ._node_names import rename_node, renames
+from ._overlap import ANY as OVERLAP_ANY
 from ._registry import (
     OpDef,
     TensorBase,
@@ -524,3 +525,9 @@ def index_add(x, dim: int, index, source, *, alpha=1):
         source = E.cast(source * alpha, x.dtype)
     spec = (FULL,) * d + (("tensor",),)
     return x + apply(_INDEX_BACKWARD, source, index, spec=spec, in_shape=tuple(x.shape))
+
+
+# PyTorch's indexed writes refuse an operand sharing the written memory at all, a full overlap
+# too (``x.scatter_(1, i, x)``), and so does out= of the indexed reads (ops/_overlap.py)
+scatter.overlap_refused = scatter_add.overlap_refused = index_add.overlap_refused = OVERLAP_ANY
+gather.out_overlap_refused = index_select.out_overlap_refused = OVERLAP_ANY

@@ -20,6 +20,7 @@ from ._index_plan import (
     parse_index,
     split_stages,
 )
+from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import (
@@ -233,3 +234,8 @@ def index_put(x, index, value, accumulate: bool = False):
     vshape = _strip_leading_ones(value.shape, len(target))
     value = E.broadcast_to(E.reshape(value, vshape), target)
     return x + _scatter_entries(value, tuple(x.shape), entries, operands)
+
+
+# PyTorch's index_put_ refuses a value or index sharing the written memory at all
+# (ops/_overlap.py)
+index_put.overlap_refused = OVERLAP_ANY

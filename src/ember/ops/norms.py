@@ -30,6 +30,7 @@ from ._half import square_sum
 from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, io_bytes, normalize_axes, normalize_axis, numel, reduction_cost
+from .decompositions import np_svd
 from .promotion import to_tensor
 from .reduce import _keepdim_shape, reduced_shape
 
@@ -246,7 +247,7 @@ def _svdvals_kernel(x):
     m, n = x.shape[-2:]
     if min(m, n) == 0 or x.size == 0:
         return np.zeros(x.shape[:-2] + (min(m, n),), _real_np(x))
-    return np.linalg.svd(x, compute_uv=False).astype(_real_np(x), copy=False)
+    return np_svd(x, compute_uv=False).astype(_real_np(x), copy=False)
 
 
 def _svd_infer(x):
@@ -269,7 +270,7 @@ def _svd_kernel(x):
             np.zeros(batch + (k,), _real_np(x)),
             np.zeros(batch + (k, n), x.dtype),
         )
-    u, s, vh = np.linalg.svd(x, full_matrices=False)
+    u, s, vh = np_svd(x, False)
     return u.astype(x.dtype), s.astype(_real_np(x)), vh.astype(x.dtype)
 
 

@@ -229,15 +229,17 @@ def _copysign_kernel(x, y):
 
 
 def _copysign_vjp(c, g):
-    x, y = c.inputs
+    x = c.inputs[0]
     nx, ny = c.needs_input_grad
     # PyTorch's copysign_tensor_self_backward: g times the result over input, 0 where input is
     # zero (NaN where it is NaN or infinite), spelled in the result (recomputed) and the input,
     # not their sign bits, so a second-order gradient reaches both operands (zeros up to
     # rounding, as PyTorch's); other's gradient is zero, but it is one (the result requires grad)
-    # (divided only where finite and nonzero: 0 / 0 and inf / inf would warn)
+    # (divided only where finite and nonzero: 0 / 0 and inf / inf would warn). The result is
+    # the saved output, not recomputed from other: PyTorch saves self and the result only, so
+    # other may be written in place before backward (``v.copysign_(v)``)
     plain = E.isfinite(x) & (x != 0)
-    ratio = E.copysign(x, y) / E.where(plain, x, 1.0)
+    ratio = c.outputs[0] / E.where(plain, x, 1.0)
     ratio = E.where(plain, ratio, E.where(x == 0, 0.0, E.full_like(x, math.nan)))  # x's dtype
     return (
         _reduce_to(g * ratio, c.in_types[0]) if nx else None,
@@ -249,6 +251,7 @@ _COPYSIGN = _binary(
     "copysign",
     _copysign_kernel,
     _copysign_vjp,
+    save=(0,),
     floating=True,
     c="copysign{f}({0}, {1})",
     doc="copysign(input, other): |input| with the sign of other (its sign bit: -0.0 and a "
@@ -256,6 +259,7 @@ _COPYSIGN = _binary(
     "default float dtype. The gradient for input is the result over input (0 at zeros, NaN at "
     "NaN and infinities), for other zeros, as PyTorch's.",
 )
+_COPYSIGN.save_outputs = (0,)  # (the VJP reads the input and the result, never other)
 
 # the top-level spellings PyTorch has for elementwise.py's ops (their methods exist there)
 export(PUBLIC["mod"], name="remainder")

@@ -27,6 +27,7 @@ from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._index_plan import IndexOutOfRangeError
+from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._scatter_kernels import normalized
@@ -363,3 +364,7 @@ def index_copy(x, dim: int, index, source):
                 op="index_copy",
             )
     return E.index_put(x, (slice(None),) * axis + (index,), source)
+
+
+# PyTorch's indexed writes refuse an operand sharing the written memory at all (ops/_overlap.py)
+scatter_reduce.overlap_refused = index_copy.overlap_refused = OVERLAP_ANY

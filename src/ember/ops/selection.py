@@ -18,6 +18,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._node_names import rename_node, renames
+from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import (
     broadcast_shapes,
@@ -90,6 +91,9 @@ def take(x, index):
     """Elements of ``x`` viewed as 1-D at the integer ``index`` (the result has index's shape)."""
     x = to_tensor(x)
     return getitem(E.reshape(x, (-1,)), to_tensor(index))
+
+
+take.out_overlap_refused = OVERLAP_ANY  # (PyTorch's out= of an indexed read: ops/_overlap.py)
 
 
 # ---------------------------------------------------------------------------------- nonzero

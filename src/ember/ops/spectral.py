@@ -31,6 +31,7 @@ from .decompositions import (
     _linalg_op,
     diag_embed,
     mH,
+    np_svd,
     real_dtype,
     require_matrices,
 )
@@ -280,7 +281,7 @@ def _svd_kernel(a, *, full_matrices):
         if full_matrices:
             u[...], vh[...] = np.eye(m, dtype=a.dtype), np.eye(n, dtype=a.dtype)
         return u, np.zeros(batch + (k,), real_dtype(a.dtype)), vh
-    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    u, s, vh = np_svd(a, full_matrices)
     return u.astype(a.dtype), s.astype(real_dtype(a.dtype)), vh.astype(a.dtype)
 
 
@@ -409,7 +410,7 @@ def _pinv_kernel(a, *, atol, rtol, hermitian):
         cutoff = np.maximum(atol, rtol * mag.max(-1, keepdims=True))
         inv_w = np.where(mag > cutoff, 1 / np.where(mag > cutoff, w, 1), 0)
         return ((v * inv_w[..., None, :]) @ conj_t(v)).astype(a.dtype)
-    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    u, s, vh = np_svd(a, False)
     cutoff = np.maximum(atol, rtol * s[..., :1])
     inv_s = np.where(s > cutoff, 1 / np.where(s > cutoff, s, 1), 0)
     return (conj_t(vh) * inv_s[..., None, :] @ conj_t(u)).astype(a.dtype)
