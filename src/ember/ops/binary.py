@@ -89,6 +89,7 @@ def _binary(
             name=name,
             kind="elementwise",
             infer=_binary_infer(name, bools),
+            cached_infer=True,
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),

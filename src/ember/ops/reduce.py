@@ -204,6 +204,7 @@ _SUM = register(
         onnx=cx.pairs(oxr.onnx_sum, cx.reduce_sum),
         kind="reduce",
         infer=_sum_infer,
+        cached_infer=True,
         kernel=_sum_kernel,
         fast=_sum_fast,
         vjp=lambda c, g: (_expand_back(g, c),),
@@ -283,6 +284,7 @@ _PROD = register(
         onnx=oxr.onnx_prod,
         kind="reduce",
         infer=_sum_infer,
+        cached_infer=True,
         kernel=lambda x, *, axes, keepdims: np.asarray(
             np.prod(
                 x, axis=axes, keepdims=keepdims, dtype=_sum_dtype(dt.from_numpy_dtype(x.dtype)).np
@@ -362,6 +364,7 @@ def _extreme(name, kernel, better: str, vjp=_extreme_vjp, doc=""):
             name=name,
             kind="reduce",
             infer=_extreme_infer(omp),
+            cached_infer=True,
             kernel=lambda x, *, axes, keepdims: np.asarray(kernel(x, axis=axes, keepdims=keepdims)),
             vjp=vjp,
             cost=reduction_cost,
