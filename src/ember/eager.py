@@ -126,6 +126,9 @@ class EagerMode(_reg.Mode):
             elif n == 1:
                 a = inputs[0]._data
                 key = (a.shape, a.dtype)
+            elif n == 3:  # (a linear layer with its bias)
+                a, b, c = inputs[0]._data, inputs[1]._data, inputs[2]._data
+                key = (a.shape, a.dtype, b.shape, b.dtype, c.shape, c.dtype)
             else:
                 key = tuple([(t._data.shape, t._data.dtype) for t in inputs])
             if attrs:  # (the types too: 1, 1.0 and True are one dict key)
@@ -152,6 +155,9 @@ class EagerMode(_reg.Mode):
             elif n == 2:
                 data, other = inputs[0]._data, inputs[1]._data
                 result = op.run(data, other, **attrs) if attrs else op.run(data, other)
+            elif n == 3:
+                a, b, c = inputs[0]._data, inputs[1]._data, inputs[2]._data
+                result = op.run(a, b, c, **attrs) if attrs else op.run(a, b, c)
             else:
                 result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
