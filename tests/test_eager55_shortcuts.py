@@ -117,3 +117,40 @@ def test_small_linear_matches_torch(transposed):
     with ember.no_grad():
         got = F.linear(x, w, b)
     np.testing.assert_allclose(got.numpy(), TF.linear(tx, tw, tb).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, np.int64, np.uint8, np.int32]
+)
+def test_weak_scalars_kept_per_value_match_torch(dtype):
+    a = np.array([0, 1, 3, 7], dtype)
+    if a.dtype.kind != "f":
+        values = [2, -1, 300, 0]
+    else:  # (1e30 overflows float16 where PyTorch's half kernels compute it in float32)
+        values = [2, -1, 300, 0.5, -0.0, 0.0, float("nan")] + [1e30] * (a.itemsize > 2)
+    for value in values * 2:  # the second round reads the kept arrays
+        x, tx = ember.tensor(a), torch.tensor(a)
+        for got, want in (
+            (x + value, tx + value),
+            (value - x, value - tx),
+            (x * value, tx * value),
+        ):
+            assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+            assert np.array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+            got.add_(1)  # a result is the caller's to write
+        x.mul_(value)
+        tx.mul_(value)
+        np.testing.assert_array_equal(x.numpy(), tx.numpy())
+
+
+def test_weak_scalars_in_gradients_and_captures():
+    a = np.array([0.5, -2.0, 3.0])
+    x = ember.tensor(a, requires_grad=True)
+    ((x * 3.0 + 1.5) * (2.0 - x)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * (2.0 - a) - (3.0 * a + 1.5))
+    f = ember.function(lambda t: t * 3.0 + 1.5)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(ember.tensor(a)).numpy(), a * 3.0 + 1.5)
+    m = ember.empty((2,), device="meta") * 3.0
+    assert m.device.type == "meta"
