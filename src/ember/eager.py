@@ -254,6 +254,7 @@ def _mark_outputs(op, attrs, inputs, outs, out_types) -> None:
 
 
 _reg.set_base_mode(EagerMode())
+_reg.view_marker[:] = [_mark_outputs]
 
 
 def _any_meta(inputs) -> bool:

@@ -445,6 +445,11 @@ def pop_mode() -> Mode:
     return _state.modes.pop()
 
 
+# the eager mode's marking of a view op's result (its source's version counter and view chain:
+# eager.py's `_mark_outputs`), for the kernels run without a dispatch (ops/_unrecorded.py)
+view_marker: list = []
+
+
 def set_base_mode(mode: Mode) -> None:
     if not _plain_eager:
         _plain_eager.append(mode)
