@@ -154,3 +154,29 @@ def test_weak_scalars_in_gradients_and_captures():
         np.testing.assert_array_equal(f(ember.tensor(a)).numpy(), a * 3.0 + 1.5)
     m = ember.empty((2,), device="meta") * 3.0
     assert m.device.type == "meta"
+
+
+def test_charges_stay_with_their_thread():
+    import threading
+
+    from ember.kernels import conv_plan
+
+    record: dict = {}
+    seen = {}
+
+    def held(key) -> bool:  # (the kind's cache: it keeps what it was charged for)
+        return True
+
+    def other():
+        seen["record"] = conv_plan._local.record
+        conv_plan.charge(("eager55",), 3, held)  # (no record in this thread: dropped)
+        seen["held"] = conv_plan.held_bytes()
+
+    with conv_plan.charged_to(record):
+        conv_plan.charge(("eager55",), 5, held)
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+    assert record == {("eager55",): 5}
+    assert seen == {"record": None, "held": 0}
+    assert conv_plan._local.record is None
