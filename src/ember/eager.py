@@ -43,6 +43,61 @@ _BY_NP = _dt._BY_NP
 _MULTI_OUTPUT = _views.MULTI_OUTPUT
 
 
+# an op's kept signatures at most (a program reshaping to many sizes starts over)
+_MAX_SIGNATURES = 512
+
+
+def _types(op, inputs, n: int) -> tuple:
+    """The operands' types, for the op's rule and the tape, read off the arrays once (no Size
+    made; `autograd_node._tensor_type`, inlined; one and two operands spelled out), the
+    ``complex``/``float8`` rules checked; and whether a signature of NumPy dtypes stands for
+    them (each dtype ember's own for its NumPy dtype, none special), so the rule's answer may
+    be kept (``cached_infer``)."""
+    if n == 2:
+        x, y = inputs
+        data, other = x._data, y._data
+        dtype = _BY_NP.get(data.dtype)
+        dtype_y = _BY_NP.get(other.dtype)
+        keep = dtype is not None and dtype_y is not None
+        if not keep:
+            dtype = dtype or x.dtype
+            dtype_y = dtype_y or y.dtype
+        if dtype.special or dtype_y.special:
+            keep = False
+            if _reg.refuses_special(op):
+                _reg._refuse_special(op, inputs)  # (the registry left it to us)
+        return (
+            _new_tuple(TensorType, (data.shape, dtype)),
+            _new_tuple(TensorType, (other.shape, dtype_y)),
+        ), keep
+    if n == 1:
+        x = inputs[0]
+        data = x._data
+        dtype = _BY_NP.get(data.dtype)
+        keep = dtype is not None
+        if not keep:
+            dtype = x.dtype
+        if dtype.special:
+            keep = False
+            if _reg.refuses_special(op):
+                _reg._refuse_special(op, inputs)
+        return (_new_tuple(TensorType, (data.shape, dtype)),), keep
+    keep = True
+    types = []
+    for t in inputs:
+        data = t._data
+        dtype = _BY_NP.get(data.dtype)
+        if dtype is None:
+            dtype = t.dtype
+            keep = False
+        if dtype.special:
+            keep = False
+            if _reg.refuses_special(op):
+                _reg._refuse_special(op, inputs)
+        types.append(_new_tuple(TensorType, (data.shape, dtype)))
+    return tuple(types), keep
+
+
 class EagerMode(_reg.Mode):
     def apply(self, op: _reg.OpDef, inputs: tuple, attrs: dict):
         # (every eager op call runs this: one pass per loop, no comprehensions where the common
@@ -59,37 +114,38 @@ class EagerMode(_reg.Mode):
                         _views.refresh(t)
                 if t._requires_grad:
                     requires = True
-        # the operands' types, for the op's rule and the tape: read off the arrays once (no
-        # Size made; `autograd_node._tensor_type`, inlined; one and two operands spelled out)
         n = len(inputs)
-        if n == 2:
-            x, y = inputs
-            data, other = x._data, y._data
-            dtype = _BY_NP.get(data.dtype) or x.dtype
-            dtype_y = _BY_NP.get(other.dtype) or y.dtype
-            if (dtype.special or dtype_y.special) and _reg.refuses_special(op):
-                _reg._refuse_special(op, inputs)  # (the registry left it to us)
-            in_types = (
-                _new_tuple(TensorType, (data.shape, dtype)),
-                _new_tuple(TensorType, (other.shape, dtype_y)),
-            )
-        elif n == 1:
-            x = inputs[0]
-            data = x._data
-            dtype = _BY_NP.get(data.dtype) or x.dtype
-            if dtype.special and _reg.refuses_special(op):
-                _reg._refuse_special(op, inputs)
-            in_types = (_new_tuple(TensorType, (data.shape, dtype)),)
+        cache = op.infer_cache
+        key = hit = None
+        if cache is not None:
+            # (an op whose shape rule is pure, ops/_rules.py ``cached_infer``: its answer for a
+            # signature it accepted before, without typing the operands or calling it)
+            if n == 2:
+                a, b = inputs[0]._data, inputs[1]._data
+                key = (a.shape, a.dtype, b.shape, b.dtype)
+            elif n == 1:
+                a = inputs[0]._data
+                key = (a.shape, a.dtype)
+            elif n == 3:  # (a linear layer with its bias)
+                a, b, c = inputs[0]._data, inputs[1]._data, inputs[2]._data
+                key = (a.shape, a.dtype, b.shape, b.dtype, c.shape, c.dtype)
+            else:
+                key = tuple([(t._data.shape, t._data.dtype) for t in inputs])
+            if attrs:  # (the types too: 1, 1.0 and True are one dict key)
+                key = (key, tuple(attrs.items()), tuple(map(type, attrs.values())))
+            try:
+                hit = cache.get(key)
+            except TypeError:  # (an unhashable attribute: no signature, the rule decides)
+                key = None
+        if hit is not None:
+            in_types, out_type = hit
         else:
-            types = []
-            for t in inputs:
-                data = t._data
-                dtype = _BY_NP.get(data.dtype) or t.dtype
-                if dtype.special and _reg.refuses_special(op):
-                    _reg._refuse_special(op, inputs)
-                types.append(_new_tuple(TensorType, (data.shape, dtype)))
-            in_types = tuple(types)
-        out_type = op.infer(*in_types, **attrs) if attrs else op.infer(*in_types)
+            in_types, keep = _types(op, inputs, n)
+            out_type = op.infer(*in_types, **attrs) if attrs else op.infer(*in_types)
+            if keep and key is not None:
+                if len(cache) >= _MAX_SIGNATURES:
+                    cache.clear()
+                cache[key] = (in_types, out_type)
         if _meta.active[0] and (_meta._creating[0] or _any_meta(inputs)):
             return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
@@ -99,6 +155,9 @@ class EagerMode(_reg.Mode):
             elif n == 2:
                 data, other = inputs[0]._data, inputs[1]._data
                 result = op.run(data, other, **attrs) if attrs else op.run(data, other)
+            elif n == 3:
+                a, b, c = inputs[0]._data, inputs[1]._data, inputs[2]._data
+                result = op.run(a, b, c, **attrs) if attrs else op.run(a, b, c)
             else:
                 result = op.run(*[t._data for t in inputs], **attrs)
         except EmberError:
@@ -195,6 +254,7 @@ def _mark_outputs(op, attrs, inputs, outs, out_types) -> None:
 
 
 _reg.set_base_mode(EagerMode())
+_reg.view_marker[:] = [_mark_outputs]
 
 
 def _any_meta(inputs) -> bool:

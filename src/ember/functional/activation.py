@@ -174,6 +174,15 @@ def _clamp_strict(x, lo: float, hi: float):
 @export(functional=True, toplevel=False)
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     """Clamp into ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
+    if (  # (every ReLU6 layer: a float tensor, float bounds in order: the op, as below)
+        not inplace
+        and type(min_val) is float
+        and type(max_val) is float
+        and min_val <= max_val
+        and isinstance(input, TensorBase)
+        and input.dtype.is_floating_point
+    ):
+        return apply(HARDTANH, input, lo=min_val, hi=max_val)
     if isinstance(input, TensorBase) and input.dtype.is_integer and not inplace:
         # PyTorch's hardtanh keeps an integer tensor's dtype (bounds truncated to it), and
         # refuses an unsigned one with a bound negative once truncated (the default -1)

@@ -360,6 +360,8 @@ def _plain_eval(x, *per_channel) -> bool:
     """Whether evaluation-mode `batch_norm`'s operands need none of its conversions: tensors
     of one float32 or float64 dtype, ``x`` with at least two dimensions and every per-channel
     operand given, of shape (C,)."""
+    if issubclass(type(x), Tensor):  # eager operands: their arrays read, no Size made
+        return _plain_eval_arrays(x, per_channel)
     if not isinstance(x, TensorBase):
         return False
     dtype = x.dtype
@@ -373,6 +375,27 @@ def _plain_eval(x, *per_channel) -> bool:
         return False
     for p in per_channel:
         if not isinstance(p, TensorBase) or p.dtype is not dtype or tuple(p.shape) != channels:
+            return False
+    return True
+
+
+_EVAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _plain_eval_arrays(x, per_channel) -> bool:
+    """`_plain_eval` of an eager ``x``, read off the arrays (every eager inference BatchNorm
+    asks: its operands' ``shape`` and ``dtype`` properties cost it microseconds)."""
+    data = x._data
+    dtype = data.dtype
+    shape = data.shape
+    if (dtype != _EVAL_DTYPES[0] and dtype != _EVAL_DTYPES[1]) or len(shape) < 2:
+        return False
+    channels = (shape[1],)
+    for p in per_channel:
+        if not issubclass(type(p), Tensor):
+            return False
+        a = p._data
+        if a.dtype != dtype or a.shape != channels:
             return False
     return True
 

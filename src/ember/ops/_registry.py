@@ -126,7 +126,10 @@ class OpDef:
     float8: bool = False  # the op takes float8 operands: it moves or compares values only
     grad_fn: Any = None  # PyTorch's name of the call's backward node (ops/_node_names.py)
     layout: Any = KIND_DEFAULT  # Layout: an eager result's memory format (ops/_rules.py)
+    cached_infer: bool = False  # the shape rule is pure: eager calls keep its answers
     run: Callable[..., Any] = field(init=False, repr=False)
+    # signature -> (in_types, out_type) of the eager calls `infer` accepted (``cached_infer``)
+    infer_cache: dict | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -141,6 +144,8 @@ class OpDef:
             )
         if self.layout is KIND_DEFAULT:
             self.layout = _ELEMENTWISE_LAYOUT if self.kind == "elementwise" else None
+        if self.cached_infer:
+            self.infer_cache = {}
         self._bind_run()
 
     def _bind_run(self) -> None:
@@ -438,6 +443,11 @@ def push_mode(mode: Mode) -> None:
 
 def pop_mode() -> Mode:
     return _state.modes.pop()
+
+
+# the eager mode's marking of a view op's result (its source's version counter and view chain:
+# eager.py's `_mark_outputs`), for the kernels run without a dispatch (ops/_unrecorded.py)
+view_marker: list = []
 
 
 def set_base_mode(mode: Mode) -> None:

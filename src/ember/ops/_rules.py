@@ -160,6 +160,14 @@ Memory format (eager.py; ops/_memory_format.py)
   PyTorch's kernels suggest it (a 4-d or 5-d result only). Elementwise ops take
   ``Layout(None)`` unless they say otherwise: the first operand of the result's shape decides,
   as PyTorch's TensorIterator orders its output by its first operand.
+
+Eager dispatch (eager.py)
+* ``cached_infer``: a bool: the shape rule is a pure function of its operands' types and its
+  attributes (their values as dict keys compare them, and their types): it reads no global
+  state, warns of nothing, and accepts or refuses a call by those alone. The eager mode then
+  keeps the rule's answer per signature (the operands' shapes and NumPy dtypes, the
+  attributes and their types) and calls the rule only for a signature it has not seen; a
+  call the rule refuses is never kept, so it raises on every call.
 """
 
 from __future__ import annotations

@@ -10,16 +10,26 @@ same strides) and the kernel is the product op's own, so the result has the same
 the dispatch would check (one dtype, matching inner dimensions, matrices) is checked here, and
 anything else (a hook's gradient of another dtype or shape, batches, meta arrays) takes the
 dispatcher, which raises its errors.
+
+`direct` runs any op so (the sums to a broadcast operand's shape, a reduction's gradient
+spread back, the products of the elementwise VJPs): its kernel on the operands' arrays where
+the op's shape rule accepted this very signature before (its kept answer, ``cached_infer``), so
+every check a dispatch makes would pass, with the result laid out and, for a view, sharing its
+source's version counter, as a dispatch leaves it (the eager mode's marking, installed as
+``_registry.view_marker``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
+from . import _registry as _reg
+from ._memory_format import lay_out_results
 from ._registry import eager_constant, plain_eager_no_grad
 
-__all__ = ["direct_product", "direct_sum"]
+__all__ = ["direct", "direct_product", "direct_sum"]
 
 # the dtypes whose products the primitive takes as they are (float8 is refused by its rule)
 _DIRECT = frozenset(
@@ -62,3 +72,48 @@ def direct_sum(add, x, y):
         return None
     result = add(a, b)
     return eager_constant(result if type(result) is _ndarray else np.asarray(result))
+
+
+def direct(op, *tensors, **attrs):
+    """``op``'s result on eager ``tensors`` by its own kernel, without a dispatch, where the
+    dispatch would do nothing more (see the module docstring); else None, and the caller
+    dispatches (the same call, or the public function it stands for)."""
+    cache = op.infer_cache
+    if cache is None or op.num_outputs != 1 or _meta.active[0] or not plain_eager_no_grad():
+        return None
+    n = len(tensors)
+    # (the eager mode's signature of the call, eager.py: one to three operands spelled out)
+    if n == 1:
+        a = getattr(tensors[0], "_data", None)
+        if type(a) is not _ndarray:
+            return None
+        arrays = (a,)
+        key = (a.shape, a.dtype)
+    elif n == 2:
+        a = getattr(tensors[0], "_data", None)
+        b = getattr(tensors[1], "_data", None)
+        if type(a) is not _ndarray or type(b) is not _ndarray:
+            return None
+        arrays = (a, b)
+        key = (a.shape, a.dtype, b.shape, b.dtype)
+    else:
+        return None
+    if attrs:
+        key = (key, tuple(attrs.items()), tuple(map(type, attrs.values())))
+    try:
+        hit = cache.get(key)
+    except TypeError:  # (an unhashable attribute)
+        return None
+    if hit is None:
+        return None
+    try:
+        result = op.run(*arrays, **attrs)
+    except Exception:  # (the dispatch runs it again and raises the op's error)
+        return None
+    out = eager_constant(result if type(result) is _ndarray else np.asarray(result))
+    layout = op.layout
+    if layout is not None and 3 < out._data.ndim < 6:
+        lay_out_results(layout, tensors, (out,))
+    if op.view or op.aliases:
+        _reg.view_marker[0](op, attrs, tensors, (out,), (hit[1],))
+    return out

@@ -184,6 +184,7 @@ ATTENTION = register(
         onnx=_onnx_attention,
         kind="nn",
         infer=_infer,
+        cached_infer=True,
         kernel=_kernel,
         fast=_fast,
         c_step=_c_step,

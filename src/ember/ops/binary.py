@@ -24,6 +24,7 @@ from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
 from ._saved_operands import refuses_backward
+from ._unrecorded import direct
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
@@ -89,6 +90,7 @@ def _binary(
             name=name,
             kind="elementwise",
             infer=_binary_infer(name, bools),
+            cached_infer=True,
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),
@@ -175,6 +177,20 @@ def _reduce_to(g, t):
     return g if g.shape == t.shape else E.sum_to(g, t.shape)
 
 
+def _times(g, y):
+    """``g * y`` in a VJP: the product op's kernel without a dispatch where nothing is
+    recorded and the call is one the op took before (ops/_unrecorded.py), else ``g * y``
+    (promoting, as a hook's gradient of another dtype needs)."""
+    out = direct(MUL, g, y)
+    return g * y if out is None else out
+
+
+def _over(g, y):
+    """``g / y`` in a VJP, as `_times`."""
+    out = direct(DIV, g, y)
+    return g / y if out is None else out
+
+
 def _add_vjp(c, g):
     nx, ny = c.needs_input_grad
     return (
@@ -202,8 +218,8 @@ def _mul_vjp(c, g):
     nx, ny = c.needs_input_grad
     complex_ = c.in_types[0].dtype.is_complex
     return (
-        _reduce_to(g * _conj(y, complex_), c.in_types[0]) if nx else None,
-        _reduce_to(g * _conj(x, complex_), c.in_types[1]) if ny else None,
+        _reduce_to(_times(g, _conj(y, complex_)), c.in_types[0]) if nx else None,
+        _reduce_to(_times(g, _conj(x, complex_)), c.in_types[1]) if ny else None,
     )
 
 
@@ -212,7 +228,7 @@ def _div_vjp(c, g):
     nx, ny = c.needs_input_grad
     complex_ = c.in_types[0].dtype.is_complex
     return (
-        _reduce_to(g / _conj(y, complex_), c.in_types[0]) if nx else None,
+        _reduce_to(_over(g, _conj(y, complex_)), c.in_types[0]) if nx else None,
         _reduce_to(-g * _conj(x / (y * y), complex_), c.in_types[1]) if ny else None,
     )
 

@@ -70,6 +70,7 @@ _CAST = register(
         onnx=cx.pairs(_onnx_cast, cx.cast),
         kind="elementwise",
         infer=lambda x, *, dtype: TensorType(tuple(x.shape), dtype),
+        cached_infer=True,
         kernel=_cast_kernel,
         fast=_cast_fast,
         vjp=_cast_vjp,

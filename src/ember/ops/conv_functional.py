@@ -46,8 +46,11 @@ def int_tuple(name: str, what: str, value, nd: int, positive: bool = True) -> tu
     return out
 
 
-def _padding_pairs(name, padding, nd, kernel, dilation, stride) -> tuple:
+def _padding_pairs(name, padding, nd, w, dilation, stride) -> tuple:
+    """``padding`` as (before, after) pairs per spatial dimension of weight ``w`` (whose
+    kernel sizes only 'same' reads)."""
     if isinstance(padding, str):
+        kernel = tuple(w.shape)[2:]
         if padding == "valid":
             return ((0, 0),) * nd
         if padding == "same":
@@ -118,7 +121,7 @@ def _conv_nd(nd: int):
         x, unbatched = _batched(x, w.ndim)
         stride = int_tuple(name, "stride", stride, nd)
         dilation = int_tuple(name, "dilation", dilation, nd)
-        pads = _padding_pairs(name, padding, nd, tuple(w.shape[2:]), dilation, stride)
+        pads = _padding_pairs(name, padding, nd, w, dilation, stride)
         operand = _bias_operand(x, bias)
         y = apply(
             CONV,

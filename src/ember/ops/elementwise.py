@@ -105,6 +105,7 @@ def _unary(
             name=name,
             kind="elementwise",
             infer=_unary_infer(name, float_only, bools, real_result),
+            cached_infer=True,
             kernel=kernel,
             vjp=vjp,
             cost=elementwise_cost(flops),
@@ -417,6 +418,7 @@ RELU_BACKWARD = register(
         name="relu_backward",
         kind="elementwise",
         infer=_relu_backward_infer,
+        cached_infer=True,
         kernel=_relu_backward_kernel,
         # linear in g under the same mask; piecewise constant in y: zeros there, as PyTorch's
         vjp=lambda c, a: (apply(RELU_BACKWARD, a, c.inputs[1]), zero_input_grad(c, 1)),

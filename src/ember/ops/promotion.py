@@ -18,8 +18,10 @@ from ._registry import (
     TensorBase,
     apply,
     constant,
+    eager_constant,
     is_traced,
 )
+from ._registry import _state as _reg_state
 
 
 def _is_tensor(x) -> bool:
@@ -32,6 +34,30 @@ def scalar_array(value, dtype) -> np.ndarray:
     if type(value) is int and dtype.is_integer:
         return np.asarray(value).astype(dtype.np)
     return np.asarray(value, dtype=dtype.np)
+
+
+# (value, its type, id of its ember dtype) -> its read-only 0-d array, for eager operands:
+# `np.asarray` cost a weak scalar's op (``x * 0.5``) a tenth of its dispatch. Not kept: a zero
+# (0.0 and -0.0 are one key) and NaN (never equal to a key)
+_SCALARS: dict = {}
+_MAX_SCALARS = 1024
+
+
+def _weak_scalar(value, dtype):
+    """The tensor of Python number ``value`` as an operand of ``dtype``'s tensors (a weak
+    scalar): while eager, its 0-d array kept per value and dtype, read-only (ember's kernels
+    only read their operands, and nothing else holds the tensor made around it)."""
+    if _reg_state.modes or not value or value != value:
+        return constant(scalar_array(value, dtype))
+    key = (value, type(value), id(dtype))
+    array = _SCALARS.get(key)
+    if array is None:
+        array = scalar_array(value, dtype)
+        array.flags.writeable = False
+        if len(_SCALARS) >= _MAX_SCALARS:
+            _SCALARS.clear()
+        _SCALARS[key] = array
+    return eager_constant(array)
 
 
 def to_tensor(x, dtype=None):
@@ -76,9 +102,9 @@ def promote(*operands, floating: bool = False):
                 ):
                     return operands
             elif _keeps_dtype(dtype, y, floating):
-                return x, constant(scalar_array(y, dtype))
+                return x, _weak_scalar(y, dtype)
         elif isinstance(y, TensorBase) and _keeps_dtype(y.dtype, x, floating):
-            return constant(scalar_array(x, y.dtype)), y
+            return _weak_scalar(x, y.dtype), y
     elif operands and isinstance(operands[0], TensorBase):  # (torch.cat of many: one dtype)
         dtype = operands[0].dtype
         same = not floating or dtype.is_floating_point or dtype.is_complex

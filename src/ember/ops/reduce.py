@@ -27,6 +27,7 @@ from ._half import c_runs, loop_reduces, reduction_fast, via_float32
 from ._node_names import rename_node
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex, ReductionRule
+from ._unrecorded import direct
 from ._util import (
     half_precision,
     normalize_axes,
@@ -37,6 +38,8 @@ from ._util import (
 )
 from .cast import accumulated_as
 from .promotion import to_tensor
+from .shape import _BROADCAST as BROADCAST
+from .shape import RESHAPE
 
 
 def reduced_shape(shape, axes, keepdims) -> tuple:
@@ -50,12 +53,16 @@ def _keepdim_shape(shape, axes) -> tuple:
 
 
 def _expand_back(g, c):
-    """Broadcast a reduction's output gradient back over the reduced input."""
+    """Broadcast a reduction's output gradient back over the reduced input (the two views
+    without dispatches where the backward records nothing: ops/_unrecorded.py)."""
     axes, keepdims = c.attrs["axes"], c.attrs["keepdims"]
-    in_shape = c.in_types[0].shape
+    in_shape = tuple(c.in_types[0].shape)
     if not keepdims:
-        g = E.reshape(g, _keepdim_shape(in_shape, axes))
-    return E.broadcast_to(g, in_shape)
+        shape = _keepdim_shape(in_shape, axes)
+        kept = direct(RESHAPE, g, shape=shape)
+        g = E.reshape(g, shape) if kept is None else kept
+    out = direct(BROADCAST, g, shape=in_shape)
+    return E.broadcast_to(g, in_shape) if out is None else out
 
 
 def _args(op_name, x, dim, axis, keepdim, keepdims, empty_is_all=True):
@@ -204,6 +211,7 @@ _SUM = register(
         onnx=cx.pairs(oxr.onnx_sum, cx.reduce_sum),
         kind="reduce",
         infer=_sum_infer,
+        cached_infer=True,
         kernel=_sum_kernel,
         fast=_sum_fast,
         vjp=lambda c, g: (_expand_back(g, c),),
@@ -251,10 +259,17 @@ def sum_to(x, shape):
     axes = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
     )
-    out = apply(_SUM, x, axes=axes, keepdims=True) if axes else x
+    out = x
+    if axes:  # (without dispatches where nothing is recorded: ops/_unrecorded.py)
+        out = direct(_SUM, x, axes=axes, keepdims=True)
+        if out is None:
+            out = apply(_SUM, x, axes=axes, keepdims=True)
     # (no leading dimensions: the kept ones are the shape, and the sum's node the last one,
     # PyTorch's SumBackward1)
-    return E.reshape(out, shape) if lead else out
+    if not lead:
+        return out
+    kept = direct(RESHAPE, out, shape=shape)
+    return E.reshape(out, shape) if kept is None else kept
 
 
 # --------------------------------------------------------------------------------------- prod
@@ -284,6 +299,7 @@ _PROD = register(
         onnx=oxr.onnx_prod,
         kind="reduce",
         infer=_sum_infer,
+        cached_infer=True,
         kernel=lambda x, *, axes, keepdims: np.asarray(
             np.prod(
                 x, axis=axes, keepdims=keepdims, dtype=_sum_dtype(dt.from_numpy_dtype(x.dtype)).np
@@ -369,6 +385,7 @@ def _extreme(name, kernel, better: str, vjp=_extreme_vjp, doc=""):
             name=name,
             kind="reduce",
             infer=_extreme_infer(omp),
+            cached_infer=True,
             kernel=lambda x, *, axes, keepdims: np.asarray(kernel(x, axis=axes, keepdims=keepdims)),
             vjp=vjp,
             cost=reduction_cost,
