@@ -38,13 +38,16 @@ def test_inference_batch_norm_matches_torch(dtype, layout):
 
 def test_inference_batch_norm_other_operands_take_the_checked_path():
     x, tx = _pair((2, 3, 4))
-    m, tm = _pair((3,), np.float64, 1)  # float64 statistics beside float32 data
-    v, tv = _pair((3,), np.float64, 2)
-    v, tv = v.abs() + 0.5, tv.abs() + 0.5
+    m, tm = _pair((6,), np.float32, 1)  # strided statistics: views of every other value
+    v, tv = _pair((6,), np.float32, 2)
+    m, tm, v, tv = m[::2], tm[::2], v[::2].abs() + 0.5, tv[::2].abs() + 0.5
     got = F.batch_norm(x, m, v, None, None, False)
-    want = TF.batch_norm(tx, tm.float(), tv.float(), None, None, False)
+    want = TF.batch_norm(tx, tm, tv, None, None, False)
     assert got.dtype == ember.float32
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    wide = ember.zeros(3, dtype=ember.float64)  # float64 statistics beside float32 data
+    with pytest.raises(ember.errors.EmberError, match="mixed dtype"):  # as PyTorch
+        F.batch_norm(x, wide, wide + 1, None, None, False)
     with pytest.raises(ember.errors.EmberError):
         F.batch_norm(x, ember.zeros(4), ember.ones(4), None, None, False)  # 4 channels != 3
     meta = F.batch_norm(ember.empty((2, 3, 4), device="meta"), m.float(), v.float())
