@@ -494,46 +494,36 @@ def _fuse(graph: Graph, group: list, position: dict) -> None:
         graph.erase_node(n)
 
 
-def _early_order(graph: Graph, early: list) -> list:
-    """The unfused graph's nodes with each early-joining node moved to where its group's loop
-    would compute it."""
-    after: dict = {}
-    moved = {id(node) for node, _ in early}
-    for node, p in early:
-        after.setdefault(p, []).append(node)
-    order = []
-    for p, node in enumerate(graph.nodes):
-        if id(node) not in moved:
-            order.append(node)
-        order.extend(after.get(p, ()))
-    return order
-
-
 def _grouping(graph: Graph) -> list[list]:
     """The groups to fuse. A node may join a group whose values a node before it reads (a
     ReLU's mask, computed from the activation, joins the forward's loop that makes the
     activation, though only the backward reads it): the loop computes it early, and its result
     is held from there. Left out of such groups, it runs where it is, reading its operands
-    there (the activation: saved anyway, or kept a little longer). Which lowers the peak
-    depends on the graph: both are planned on the unfused graph (plan/memory.py, the node
-    moved to where the loop would run it, or left), and the lower is taken; a ResNet step's
-    masks held over its forward peak cost more than they save, a transformer's FFN mask less."""
+    there (the activation: saved anyway, or kept a little longer), and joins its readers' loop
+    (the masked gradient's) if it can, where it is never stored. Which lowers the peak depends
+    on the graph: both groupings are fused on copies and planned (plan/memory.py), and the
+    lower peak is taken, at an equal peak the one holding less over the call (an early mask is
+    held from the forward on). A ResNet step's masks held over its forward peak cost more than
+    they save; a transformer's FFN mask, deferred, is computed in its gradient's loop."""
     groups, early = _groups(graph)
     if not early or not concrete(graph):
         return groups
-    stored = graph.nodes
-    try:
-        late = plan_memory(graph)
-        late_peak = late.peak_bytes
-        graph.nodes = _early_order(graph, early)
-        early_peak = plan_memory(graph, reorders=late).peak_bytes
-    finally:
-        graph.nodes = stored
-    return groups if early_peak <= late_peak else _groups(graph, defer=True)[0]
+    deferred = _groups(graph, defer=True)[0]
+    early_plan, late_plan = _fused_plan(graph, groups), _fused_plan(graph, deferred)
+    early_score = (early_plan.peak_bytes, sum(early_plan.timeline))
+    late_score = (late_plan.peak_bytes, sum(late_plan.timeline))
+    return groups if early_score <= late_score else deferred
 
 
-def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
-    groups = _grouping(graph)
+def _fused_plan(graph: Graph, groups: list):
+    """The memory plan of a copy of ``graph`` with ``groups`` fused."""
+    copy = graph.copy()
+    same = {id(n): c for n, c in zip(graph.nodes, copy.nodes)}
+    _fuse_groups(copy, [[same[id(n)] for n in group] for group in groups])
+    return plan_memory(copy)
+
+
+def _fuse_groups(graph: Graph, groups: list) -> None:
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     with graph.erasing():  # (each fused node goes right after its group's last member)
         for group in groups:
@@ -541,6 +531,11 @@ def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
     if groups:  # a fused node sits after its last elementwise member: readers of earlier
         # members follow it
         graph.nodes = graph.topological_order()
+
+
+def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
+    groups = _grouping(graph)
+    _fuse_groups(graph, groups)
     return graph, bool(groups)
 
 
