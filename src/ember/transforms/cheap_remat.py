@@ -7,7 +7,8 @@ made from is alive there anyway. An op whose ``remat_free`` rule says its result
 nothing beside the memory it writes (`cast`) is instead recomputed for its backward readers,
 by transforms/remat.py's `recompute` (a copy just before its first backward reader, or one
 before each), where the memory plan says that lowers the planned peak or, at an equal peak,
-the memory held over the call (remat.py's `score`). The copy runs the same kernel on the same
+the memory held over the call (remat.py's `score`). Only values live at the planned peak are
+tried: compiling plans each trial as fused. The copy runs the same kernel on the same
 operand, so every value is bitwise what it was; only where it lives changes.
 
 Unlike a memory budget's rematerialization (transforms/remat.py), this needs no budget and
@@ -24,7 +25,7 @@ from .remat import candidates, forward_nodes, recompute, score
 __all__ = ["MAX_TRIALS", "recompute_cheap"]
 
 # trials planned at most: each plans the graph as the late passes leave it
-MAX_TRIALS = 48
+MAX_TRIALS = 16
 
 
 def recompute_cheap(graph, plan, *, finish, n_user: int):
@@ -40,9 +41,12 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     while trials < MAX_TRIALS:
         forward = forward_nodes(graph, n_user)
         improved = False
+        at_peak = {b.name.lstrip("%") for b in current.live_at_peak}
         for node, _ in candidates(graph, forward):
             if not node.op.remat_free or node.name in tried or trials >= MAX_TRIALS:
                 continue
+            if not any(v.name in at_peak for v in node.outputs):
+                continue  # (recomputed, it would still be made before the peak or not live there)
             tried.add(node.name)
             for each in (False, True):
                 trials += 1

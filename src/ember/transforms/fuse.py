@@ -516,11 +516,15 @@ def _grouping(graph: Graph) -> list[list]:
 
 
 def _fused_plan(graph: Graph, groups: list):
-    """The memory plan of a copy of ``graph`` with ``groups`` fused."""
+    """The memory plan of a copy of ``graph`` with ``groups`` fused and the products' readers
+    made their epilogues (the pass after this one: a float32 FFN's ReLU gradient reads the
+    activation in its product's epilogue, where a deferred mask costs a product-sized value)."""
+    from .epilogue import fuse_epilogues
+
     copy = graph.copy()
     same = {id(n): c for n, c in zip(graph.nodes, copy.nodes)}
     _fuse_groups(copy, [[same[id(n)] for n in group] for group in groups])
-    return plan_memory(copy)
+    return plan_memory(fuse_epilogues(copy)[0])
 
 
 def _fuse_groups(graph: Graph, groups: list) -> None:
