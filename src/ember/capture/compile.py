@@ -134,11 +134,11 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
 
 def _recompute_cheap(graph, call: CapturedCall, late: list):
     """``graph`` with transforms/cheap_remat.py's recomputations, each trial planned as the
-    ``late`` passes but scheduling leave it (scheduling, run once after, only lowers a peak)."""
-    trial_passes = [p for p in late if p.name != "schedule"]
+    ``late`` passes leave it (scheduling included: it may lower one trial's peak and not
+    another's)."""
 
     def finish(g):
-        return optimize(g, passes=trial_passes)[0]
+        return optimize(g, passes=late)[0]
 
     planner = Planner(call.memory_parts())
     graph, _ = recompute_cheap(graph, planner, finish=finish, n_user=planner.n_user)

@@ -5,16 +5,16 @@ reads the same cast for the input's gradient. Kept from the forward, the cast st
 across the forward's end, where the step's peak usually is, while the float32 parameter it was
 made from is alive there anyway. An op whose ``remat_free`` rule says its result costs next to
 nothing beside the memory it writes (`cast`) is instead recomputed for its backward readers,
-by transforms/remat.py's `recompute` (a copy just before its first backward reader, or one
-before each), where the memory plan says that lowers the planned peak or, at an equal peak,
-the memory held over the call (remat.py's `score`). Only values live at the planned peak are
-tried: compiling plans each trial as fused. The copy runs the same kernel on the same
-operand, so every value is bitwise what it was; only where it lives changes.
+by transforms/remat.py's `recompute` (a copy just before its first backward reader), where
+the memory plan says that lowers the planned peak. Only values live at the planned peak are
+tried, the casts of the step's inputs at once, others one by one: compiling plans each
+trial as fused and scheduled. The copy runs the same kernel on the same operand, so every
+value is bitwise what it was; only where it lives changes.
 
 Unlike a memory budget's rematerialization (transforms/remat.py), this needs no budget and
 never recomputes anything else: it runs on the joint graph of every training step at O3,
 after the exact passes (CSE would merge a copy back into its original) and before fusion (the
-late passes, ``finish``, each trial planned as they leave it).
+late passes, ``finish``, each trial planned as they leave it: capture/compile.py).
 """
 
 from __future__ import annotations
@@ -22,49 +22,74 @@ from __future__ import annotations
 from .dce import eliminate_dead_code
 from .remat import candidates, forward_nodes, recompute, score
 
-__all__ = ["MAX_TRIALS", "recompute_cheap"]
+__all__ = ["MAX_ALONE", "MAX_TRIALS", "recompute_cheap"]
 
-# trials planned at most: each plans the graph as the late passes leave it
-MAX_TRIALS = 16
+# trials at most: each fuses, schedules and plans the whole step
+MAX_TRIALS = 8
+# values tried alone per round (a 16-bit copy of a float32 activation, which only pays where
+# its source is alive anyway at the peak: rarely)
+MAX_ALONE = 3
 
 
 def recompute_cheap(graph, plan, *, finish, n_user: int):
     """``graph`` with the results of ``remat_free`` ops that the backward reads recomputed
-    there, each kept only where ``plan`` (graph -> MemoryPlan) of ``finish(graph)`` scores
-    lower; returns (graph, [names of the recomputed values])."""
+    there, kept only where ``plan`` (graph -> MemoryPlan) of ``finish(graph)`` scores lower;
+    returns (graph, [names of the recomputed values]).
+
+    Each round tries together such values live at the current plan's peak (only those can
+    lower it) whose operands are the step's inputs (parameters, the batch: alive over the
+    whole call, so recomputing only shortens what is held), then each of the others alone
+    (the first `MAX_ALONE`); the first trial that scores lower (remat.py's `score`: the
+    peak, then the memory held over the call) is kept, and the next round looks at the new
+    peak. At most `MAX_TRIALS` trials."""
     current = plan(finish(graph.copy()))
     copies: dict = {}
     done: list = []
     tried: set = set()
     trials = 0
-    accepted_since_sweep = False
     while trials < MAX_TRIALS:
-        forward = forward_nodes(graph, n_user)
-        improved = False
         at_peak = {b.name.lstrip("%") for b in current.live_at_peak}
-        for node, _ in candidates(graph, forward):
-            if not node.op.remat_free or node.name in tried or trials >= MAX_TRIALS:
-                continue
-            if not any(v.name in at_peak for v in node.outputs):
-                continue  # (recomputed, it would still be made before the peak or not live there)
-            tried.add(node.name)
-            for each in (False, True):
-                trials += 1
-                trial_copies = dict(copies)
-                trial = recompute(graph, node, forward, each, trial_copies)
-                trial, _ = eliminate_dead_code(trial)
-                trial_plan = plan(finish(trial.copy()))
-                if score(trial_plan) < score(current):
-                    graph, current, copies = trial, trial_plan, trial_copies
-                    done.append(node.name)
-                    improved = accepted_since_sweep = True
-                    break
-            if improved:
-                break  # positions changed: list the candidates again
-        if not improved:
-            # what was recomputed since may make a candidate that did not help pay now
-            if not accepted_since_sweep:
+        nodes = [
+            node
+            for node, _ in candidates(graph, forward_nodes(graph, n_user))
+            if node.op.remat_free
+            and node.name not in tried
+            and any(v.name in at_peak for v in node.outputs)
+        ]
+        inputs = {id(v) for v in graph.inputs}
+        of_inputs = [n.name for n in nodes if all(id(_source(v)) in inputs for v in n.inputs)]
+        others = [[n.name] for n in nodes if n.name not in of_inputs][:MAX_ALONE]
+        kept = None
+        for group in ([of_inputs] if of_inputs else []) + others:
+            if trials >= MAX_TRIALS:
                 break
-            tried.clear()
-            accepted_since_sweep = False
+            trials += 1
+            trial_copies = dict(copies)
+            trial = _recomputed(graph, group, n_user, trial_copies)
+            trial_plan = plan(finish(trial.copy()))
+            if score(trial_plan) < score(current):
+                graph, current, copies, kept = trial, trial_plan, trial_copies, group
+                break
+        if kept is None:
+            break
+        done += kept
+        tried.update(kept)
     return graph, done
+
+
+def _source(v):
+    """The value ``v`` is a view of (through views of views), or ``v``."""
+    while v.node.kind == "call" and (v.node.op.view or v.node.op.aliases):
+        v = v.node.inputs[0]
+    return v
+
+
+def _recomputed(graph, names: list, n_user: int, copies: dict):
+    """A copy of ``graph`` with the values of ``names`` recomputed for their backward readers
+    (one copy before the first of them; remat.py's `recompute`), and what that leaves dead
+    removed."""
+    for name in names:
+        node = next(n for n in graph.nodes if n.name == name)
+        graph = recompute(graph, node, forward_nodes(graph, n_user), False, copies)
+    graph, _ = eliminate_dead_code(graph)
+    return graph
