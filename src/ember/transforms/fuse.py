@@ -62,36 +62,18 @@ from ..plan.arena import concrete
 from ..plan.layout import Layouts
 from ..plan.memory import plan_memory
 from ..types import TensorType
+from .fusable import HALF as _HALF
+from .fusable import fusable, fusable_dtypes
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
-# (half precision: 16-bit loads and stores, float arithmetic, kernels/cfuse.py)
-_HALF = (dt.bfloat16, dt.float16)
-FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, *_HALF)
-_WITHOUT_C = (dt.float32, dt.float64, dt.bool_)
 _REDUCIBLE = (dt.float32, dt.float64)
-
-
-def _fusable_dtypes() -> tuple:
-    """Half precision fuses only into C loops: without a compiler a fused group runs NumPy
-    instruction by instruction, and an op alone keeps its own kernel and workspace rule (a
-    half-precision op's NumPy kernel widens to float32: the planner counts that there)."""
-    return FUSABLE_DTYPES if compiler_available() else _WITHOUT_C
-
-
-def _fusable(node) -> bool:
-    if node.kind != "call" or node.op.kind != "elementwise" or node.op.c is None:
-        return False
-    if len(node.outputs) != 1 or not native_code(node):
-        return False
-    dtypes = _fusable_dtypes()
-    return all(v.dtype in dtypes for v in list(node.inputs) + node.outputs)
 
 
 def _reduction(node) -> bool:
     """Whether ``node`` is a reduction a fused loop can end in: float32 or float64 terms, or
     half precision (accumulated in float or double, each result rounded once to 16 bits:
-    kernels/creduce.py) where the loop is C, like elementwise ops (`_fusable_dtypes`), and the
+    kernels/creduce.py) where the loop is C, like elementwise ops (`fusable_dtypes`), and the
     loop then gives the reference kernel's result: a rule exact in any order (max, min) or
     ``wide`` (the sum, whose kernel accumulates 16-bit terms in float32 and float64, as the
     loop does). NumPy multiplies a half-precision product in 16 bits, each step rounded, which
@@ -209,7 +191,7 @@ def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
                     group.append(node)
                     group_of[id(node)] = group
             continue
-        if not _fusable(node):
+        if not fusable(node):
             continue
         shape = tuple(node.outputs[0].shape)
         candidates: list[list] = []  # the groups of its operands it could join
@@ -327,7 +309,7 @@ def _delays(option: list[_Group], outside: list, position: dict) -> bool:
     return any(
         position[id(u.node)] > last
         and u.node.kind == "call"
-        and not _fusable(u.node)
+        and not fusable(u.node)
         and not _reduction(u.node)
         and tuple(u.shape) == shape
         for u in outside
@@ -438,7 +420,7 @@ def _check_reductions(group: list) -> list:
 
 def _constant_scalar(value):
     node = value.node
-    if node.kind == "constant" and value.type.shape == () and value.dtype in _fusable_dtypes():
+    if node.kind == "constant" and value.type.shape == () and value.dtype in fusable_dtypes():
         return Const(node.graph.constants[node.name].item(), value.dtype)
     return None
 
