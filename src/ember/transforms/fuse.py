@@ -62,6 +62,7 @@ from ..plan.arena import concrete
 from ..plan.layout import Layouts
 from ..plan.memory import plan_memory
 from ..types import TensorType
+from .dce import eliminate_dead_code
 from .fusable import HALF as _HALF
 from .fusable import fusable, fusable_dtypes
 
@@ -506,6 +507,7 @@ def _fused_plan(graph: Graph, groups: list):
     copy = graph.copy()
     same = {id(n): c for n, c in zip(graph.nodes, copy.nodes)}
     _fuse_groups(copy, [[same[id(n)] for n in group] for group in groups])
+    copy, _ = eliminate_dead_code(copy)  # (a group none of whose values is read)
     return plan_memory(fuse_epilogues(copy)[0])
 
 
