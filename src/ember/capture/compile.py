@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..plan.arena import concrete
 from ..plan.program import Planner
 from ..runtime.executors import DEFAULT_EXECUTOR, Executor, Program, get_executor
 from ..transforms import checkpoint as _checkpoint
@@ -90,9 +91,11 @@ def recomputes(graph, options: CompileOptions) -> bool:
 
 def recomputes_cheap(call: CapturedCall, options: CompileOptions) -> bool:
     """Whether `compile_call` runs transforms/cheap_remat.py: a training step (it has a
-    backward pass) whose pipeline fuses, without a memory budget (which recomputes more)."""
+    backward pass) of concrete sizes (a symbolic one's bytes are known only at the call)
+    whose pipeline fuses, without a memory budget (which recomputes more)."""
     fuses = any(p.name == "fuse" for p in passes_for(options.opt_level))
-    return call.backward_start is not None and fuses and options.memory_budget is None
+    training = call.backward_start is not None and options.memory_budget is None
+    return training and fuses and concrete(call.graph)
 
 
 def optimize_joint(
