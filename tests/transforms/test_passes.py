@@ -213,10 +213,15 @@ def test_compile_returns_pass_statistics_without_running():
     np.testing.assert_array_equal(model.weight.detach().numpy(), weight)  # compiled, not run
     assert model.weight.grad is None
     names = [s.name for s in program.pass_stats]
-    assert names[:11] == [
+    assert names[:9] == [
         "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "patterns",
-        "scatter_masks", "cse", "dce", "fuse", "epilogue",
+        "scatter_masks", "cse", "dce",
     ]  # fmt: skip
+    # a training step's late passes run after the exact ones have settled and its casts were
+    # recomputed (capture/compile.py, transforms/cheap_remat.py)
+    late = names.index("fuse")
+    assert "fuse" not in names[:9] and names[late + 1] == "epilogue"
+    assert set(names[9:late]) <= set(names[:9])
     first, last = program.pass_stats[0], program.pass_stats[-1]
     assert first.nodes_before > last.nodes_after and all(s.seconds >= 0 for s in program.pass_stats)
     assert "->" in str(first)

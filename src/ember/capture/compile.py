@@ -11,6 +11,9 @@ runnable program.
    `transforms.checkpoint.recompute` moves what they do not save into the backward pass; then
    with ``options.memory_budget``: `transforms.remat.fit_budget` rematerializes activations
    until the planned peak (plan/program.py `Planner`) fits, and the held-back passes run;
+   without one, a training step's cheap values (its 16-bit casts of parameters) are
+   recomputed in the backward where that plans lower (transforms/cheap_remat.py), then the
+   held-back passes run;
 3. the executor's ``prepare`` (runtime/executors.py), with the in-place updates the call's
    writebacks allow.
 
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..plan.arena import concrete
 from ..plan.program import Planner
 from ..runtime.executors import DEFAULT_EXECUTOR, Executor, Program, get_executor
 from ..transforms import checkpoint as _checkpoint
+from ..transforms.cheap_remat import recompute_cheap
 from ..transforms.pipeline import PassStat, optimize, passes_for
 from ..transforms.remat import RematReport, fit_budget, split_late
 from .call import CapturedCall
@@ -84,11 +89,23 @@ def recomputes(graph, options: CompileOptions) -> bool:
     return options.remat_policy is not None or _checkpoint.has_regions(graph)
 
 
-def optimize_joint(graph, options: CompileOptions, check=None) -> tuple[object, list, list]:
+def recomputes_cheap(call: CapturedCall, options: CompileOptions) -> bool:
+    """Whether `compile_call` runs transforms/cheap_remat.py: a training step (it has a
+    backward pass) of concrete sizes (a symbolic one's bytes are known only at the call)
+    whose pipeline fuses, without a memory budget (which recomputes more)."""
+    fuses = any(p.name == "fuse" for p in passes_for(options.opt_level))
+    training = call.backward_start is not None and options.memory_budget is None
+    return training and fuses and concrete(call.graph)
+
+
+def optimize_joint(
+    graph, options: CompileOptions, check=None, hold_late: bool = False
+) -> tuple[object, list, list]:
     """(the optimized copy of ``graph``, the pass stats, the passes held back for after
-    rematerialization); ``check``: input arrays to verify each pass on, or None."""
+    rematerialization); ``check``: input arrays to verify each pass on, or None;
+    ``hold_late``: hold the late passes back even without a budget or checkpointing."""
     passes, late = passes_for(options.opt_level), []
-    if options.memory_budget is not None or recomputes(graph, options):
+    if options.memory_budget is not None or recomputes(graph, options) or hold_late:
         passes, late = split_late(passes)
     graph, stats = optimize(graph.copy(), passes=passes, check=check, label="joint")
     return graph, stats, late
@@ -98,12 +115,15 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
     """The steps of the module docstring; ``check``: the call's input arrays when
     ``options.verify`` asks to check the passes, else None."""
     graph, stats, late = call.graph, [], []
+    cheap = options.opt_level and recomputes_cheap(call, options)
     if options.opt_level:
-        graph, stats, late = optimize_joint(graph, options, check)
+        graph, stats, late = optimize_joint(graph, options, check, hold_late=cheap)
     remat = checkpointed = None
     if recomputes(call.graph, options) and call.backward_start is not None:
         loss = _checkpoint.forward_outputs(call.graph, call.n_user, call.backward_start)
         graph, checkpointed = _checkpoint.recompute(graph, options.remat_policy, outputs=loss)
+    if cheap:
+        graph = _recompute_cheap(graph, call, late)
     if options.memory_budget is None and late:
         graph, fitted = optimize(graph, passes=late, check=check, label="joint")
         stats = stats + fitted
@@ -113,3 +133,16 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
         stats = stats + fitted
     program = options.runner.prepare(graph, call.inplace())
     return Compiled(graph, program, stats, remat, checkpointed)
+
+
+def _recompute_cheap(graph, call: CapturedCall, late: list):
+    """``graph`` with transforms/cheap_remat.py's recomputations, each trial planned as the
+    ``late`` passes leave it (scheduling included: it may lower one trial's peak and not
+    another's)."""
+
+    def finish(g):
+        return optimize(g, passes=late)[0]
+
+    planner = Planner(call.memory_parts())
+    graph, _ = recompute_cheap(graph, planner, finish=finish, n_user=planner.n_user)
+    return graph

@@ -107,6 +107,7 @@ class OpDef:
     batch: Any = KIND_DEFAULT  # a batch rule (ops/_batching.py), None, or the kind's default
     identity: Any = None  # Identity
     noop: Callable[..., bool] | None = None
+    remat_free: bool = False  # recomputed in a training step's backward (transforms/cheap_remat.py)
     compose: Callable[..., Any] | None = None
     broadcast: bool = False
     aliases: bool = False

@@ -118,6 +118,10 @@ Transforms
 * ``noop(x, **attrs) -> bool``: the op returns its input unchanged for these attributes.
 * ``compose(inner_attrs, outer_attrs, in_type) -> attrs | None``: ``op(op(x, a), b)`` is
   ``op(x, compose(a, b))`` (or None where not exact).
+* ``remat_free``: True: the op costs next to nothing beside the memory it writes (a cast), so a
+  captured training step recomputes its result for the backward's readers rather than keep it
+  from the forward, where that plans a lower peak (transforms/cheap_remat.py): a 16-bit cast
+  of a float32 parameter, alive anyway, is made again for the input's gradient.
 * ``broadcast``: the op only broadcasts its input (an elementwise reader may read the input).
 * ``selects``: `Select` pairs: the result's element is, element by element, operand
   ``value``'s or operand ``fill``'s, chosen by the other operands, with no arithmetic (where).

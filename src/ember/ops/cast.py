@@ -79,6 +79,7 @@ _CAST = register(
         doc="cast(x, dtype): convert values to another dtype (C casting rules, like NumPy).",
         noop=lambda x, *, dtype: x.dtype is dtype,
         compose=_compose_casts,
+        remat_free=True,  # one read and one write: recomputed rather than kept (_rules.py)
         complex=Complex.GRADIENT,
         c="(({T})({0}))",  # fused only among float and bool types, where C agrees
     )

@@ -31,6 +31,7 @@ from ._util import (
 )
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
+_C_TYPES = (np.dtype(np.float32), np.dtype(np.float64), *_HALF)  # kernels/csoftmax.py's
 
 
 def _infer(name):
@@ -109,6 +110,18 @@ def _workspace(node, layouts) -> int:
     if c_runs() and _last_axis(node.outputs[0].type, node.attrs["axis"]):
         return 0
     return 5 * out_bytes
+
+
+def _forward_workspace(node, layouts) -> int:
+    """softmax's and log_softmax's temporaries beyond the result. Where kernels/csoftmax.py
+    runs (a compiler; float32, float64 and half precision; any axis) it writes the result
+    only, reading a contiguous input in place and a strided one through a contiguous copy;
+    elsewhere the NumPy kernels' (`_workspace`)."""
+    x = node.inputs[0]
+    native = x.dtype.np in _C_TYPES and x.ndim and all(isinstance(d, int) for d in x.shape)
+    if not (native and c_runs()):
+        return _workspace(node, layouts)
+    return 0 if layouts.contiguous(x) else value_bytes(x)
 
 
 def _softmax_vjp(c, g):
@@ -302,7 +315,7 @@ SOFTMAX = register(
         save_inputs=(),
         save_outputs=(0,),
         batch=_batching.axis_rule("axis"),
-        workspace=_workspace,
+        workspace=_forward_workspace,
         doc="softmax(x, axis, safe): exp(x) / sum(exp(x)) along axis, shifted by the maximum; "
         "safe: an all -inf slice gives zeros, not NaN",
     )
@@ -329,7 +342,7 @@ LOG_SOFTMAX = register(
         save_inputs=(),
         save_outputs=(0,),
         batch=_batching.axis_rule("axis"),
-        workspace=_workspace,
+        workspace=_forward_workspace,
         doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
     )
 )

@@ -49,7 +49,7 @@ from ..plan.arena import concrete
 from ..plan.memory import plan_memory
 from ..types import TensorType
 from .epilogue_split import SideResult, independent_split
-from .fuse import _fusable
+from .fusable import fusable
 
 __all__ = ["EPILOGUE", "fuse_epilogues"]
 
@@ -78,7 +78,7 @@ def _consumer(graph: Graph, producer):
     if reader.op is FUSED:
         if any(tuple(t[0]) != tuple(result.shape) for t in reader.attrs["out_types"]):
             return None
-    elif not (_fusable(reader) and tuple(reader.outputs[0].shape) == tuple(result.shape)):
+    elif not (fusable(reader) and tuple(reader.outputs[0].shape) == tuple(result.shape)):
         return None
     return reader if _takes(producer, *_program_of(reader)) else None
 

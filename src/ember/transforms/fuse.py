@@ -62,36 +62,19 @@ from ..plan.arena import concrete
 from ..plan.layout import Layouts
 from ..plan.memory import plan_memory
 from ..types import TensorType
+from .dce import eliminate_dead_code
+from .fusable import HALF as _HALF
+from .fusable import fusable, fusable_dtypes
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
-# (half precision: 16-bit loads and stores, float arithmetic, kernels/cfuse.py)
-_HALF = (dt.bfloat16, dt.float16)
-FUSABLE_DTYPES = (dt.float32, dt.float64, dt.bool_, *_HALF)
-_WITHOUT_C = (dt.float32, dt.float64, dt.bool_)
 _REDUCIBLE = (dt.float32, dt.float64)
-
-
-def _fusable_dtypes() -> tuple:
-    """Half precision fuses only into C loops: without a compiler a fused group runs NumPy
-    instruction by instruction, and an op alone keeps its own kernel and workspace rule (a
-    half-precision op's NumPy kernel widens to float32: the planner counts that there)."""
-    return FUSABLE_DTYPES if compiler_available() else _WITHOUT_C
-
-
-def _fusable(node) -> bool:
-    if node.kind != "call" or node.op.kind != "elementwise" or node.op.c is None:
-        return False
-    if len(node.outputs) != 1 or not native_code(node):
-        return False
-    dtypes = _fusable_dtypes()
-    return all(v.dtype in dtypes for v in list(node.inputs) + node.outputs)
 
 
 def _reduction(node) -> bool:
     """Whether ``node`` is a reduction a fused loop can end in: float32 or float64 terms, or
     half precision (accumulated in float or double, each result rounded once to 16 bits:
-    kernels/creduce.py) where the loop is C, like elementwise ops (`_fusable_dtypes`), and the
+    kernels/creduce.py) where the loop is C, like elementwise ops (`fusable_dtypes`), and the
     loop then gives the reference kernel's result: a rule exact in any order (max, min) or
     ``wide`` (the sum, whose kernel accumulates 16-bit terms in float32 and float64, as the
     loop does). NumPy multiplies a half-precision product in 16 bits, each step rounded, which
@@ -209,7 +192,7 @@ def _groups(graph: Graph, defer: bool = False) -> tuple[list[list], list]:
                     group.append(node)
                     group_of[id(node)] = group
             continue
-        if not _fusable(node):
+        if not fusable(node):
             continue
         shape = tuple(node.outputs[0].shape)
         candidates: list[list] = []  # the groups of its operands it could join
@@ -327,7 +310,7 @@ def _delays(option: list[_Group], outside: list, position: dict) -> bool:
     return any(
         position[id(u.node)] > last
         and u.node.kind == "call"
-        and not _fusable(u.node)
+        and not fusable(u.node)
         and not _reduction(u.node)
         and tuple(u.shape) == shape
         for u in outside
@@ -438,7 +421,7 @@ def _check_reductions(group: list) -> list:
 
 def _constant_scalar(value):
     node = value.node
-    if node.kind == "constant" and value.type.shape == () and value.dtype in _fusable_dtypes():
+    if node.kind == "constant" and value.type.shape == () and value.dtype in fusable_dtypes():
         return Const(node.graph.constants[node.name].item(), value.dtype)
     return None
 
@@ -494,46 +477,41 @@ def _fuse(graph: Graph, group: list, position: dict) -> None:
         graph.erase_node(n)
 
 
-def _early_order(graph: Graph, early: list) -> list:
-    """The unfused graph's nodes with each early-joining node moved to where its group's loop
-    would compute it."""
-    after: dict = {}
-    moved = {id(node) for node, _ in early}
-    for node, p in early:
-        after.setdefault(p, []).append(node)
-    order = []
-    for p, node in enumerate(graph.nodes):
-        if id(node) not in moved:
-            order.append(node)
-        order.extend(after.get(p, ()))
-    return order
-
-
 def _grouping(graph: Graph) -> list[list]:
     """The groups to fuse. A node may join a group whose values a node before it reads (a
     ReLU's mask, computed from the activation, joins the forward's loop that makes the
     activation, though only the backward reads it): the loop computes it early, and its result
     is held from there. Left out of such groups, it runs where it is, reading its operands
-    there (the activation: saved anyway, or kept a little longer). Which lowers the peak
-    depends on the graph: both are planned on the unfused graph (plan/memory.py, the node
-    moved to where the loop would run it, or left), and the lower is taken; a ResNet step's
-    masks held over its forward peak cost more than they save, a transformer's FFN mask less."""
+    there (the activation: saved anyway, or kept a little longer), and joins its readers' loop
+    (the masked gradient's) if it can, where it is never stored. Which lowers the peak depends
+    on the graph: both groupings are fused on copies and planned (plan/memory.py), and the
+    lower peak is taken, at an equal peak the one holding less over the call (an early mask is
+    held from the forward on). A ResNet step's masks held over its forward peak cost more than
+    they save; a transformer's FFN mask, deferred, is computed in its gradient's loop."""
     groups, early = _groups(graph)
     if not early or not concrete(graph):
         return groups
-    stored = graph.nodes
-    try:
-        late = plan_memory(graph)
-        late_peak = late.peak_bytes
-        graph.nodes = _early_order(graph, early)
-        early_peak = plan_memory(graph, reorders=late).peak_bytes
-    finally:
-        graph.nodes = stored
-    return groups if early_peak <= late_peak else _groups(graph, defer=True)[0]
+    deferred = _groups(graph, defer=True)[0]
+    early_plan, late_plan = _fused_plan(graph, groups), _fused_plan(graph, deferred)
+    early_score = (early_plan.peak_bytes, sum(early_plan.timeline))
+    late_score = (late_plan.peak_bytes, sum(late_plan.timeline))
+    return groups if early_score <= late_score else deferred
 
 
-def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
-    groups = _grouping(graph)
+def _fused_plan(graph: Graph, groups: list):
+    """The memory plan of a copy of ``graph`` with ``groups`` fused and the products' readers
+    made their epilogues (the pass after this one: a float32 FFN's ReLU gradient reads the
+    activation in its product's epilogue, where a deferred mask costs a product-sized value)."""
+    from .epilogue import fuse_epilogues
+
+    copy = graph.copy()
+    same = {id(n): c for n, c in zip(graph.nodes, copy.nodes)}
+    _fuse_groups(copy, [[same[id(n)] for n in group] for group in groups])
+    copy, _ = eliminate_dead_code(copy)  # (a group none of whose values is read)
+    return plan_memory(fuse_epilogues(copy)[0])
+
+
+def _fuse_groups(graph: Graph, groups: list) -> None:
     position = {id(n): i for i, n in enumerate(graph.nodes)}
     with graph.erasing():  # (each fused node goes right after its group's last member)
         for group in groups:
@@ -541,6 +519,11 @@ def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
     if groups:  # a fused node sits after its last elementwise member: readers of earlier
         # members follow it
         graph.nodes = graph.topological_order()
+
+
+def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
+    groups = _grouping(graph)
+    _fuse_groups(graph, groups)
     return graph, bool(groups)
 
 

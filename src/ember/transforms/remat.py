@@ -44,8 +44,12 @@ __all__ = [
     "LATE_PASSES",
     "MemoryBudgetError",
     "RematReport",
+    "candidates",
     "fit_budget",
+    "forward_nodes",
+    "recompute",
     "rematerialize",
+    "score",
     "split_late",
 ]
 
@@ -286,11 +290,11 @@ def _tile_and_fit(graph, budget, plan, finish, error, batch, counts, why: str):
             trials = [t for r in regions.values() if (t := tiled(r, counts[0])) is not None]
             if not trials:
                 break
-            best = min(trials, key=lambda t: _score(t[0]))
+            best = min(trials, key=lambda t: score(t[0]))
             region = next(r for r in regions.values() if len(r[0]) == best[2][0])
             for k in counts[1:]:
                 more = tiled(region, k)
-                if more is None or _score(more[0]) >= _score(best[0]):
+                if more is None or score(more[0]) >= score(best[0]):
                     break
                 best = more
             if not _pays(best[0], current):
@@ -385,7 +389,7 @@ def _recomputable(node) -> bool:
     )
 
 
-def _forward_nodes(graph, n_user: int) -> set:
+def forward_nodes(graph, n_user: int) -> set:
     seen, stack = set(), [v.node for v in graph.outputs[:n_user]]
     while stack:
         node = stack.pop()
@@ -408,7 +412,7 @@ def _family(node) -> list:
     return values
 
 
-def _candidates(graph, forward: set) -> list:
+def candidates(graph, forward: set) -> list:
     """(node, first later reader position) for forward nodes owning memory that a non-forward
     node reads (through the node's outputs or views of them)."""
     position = {id(n): p for p, n in enumerate(graph.nodes)}
@@ -430,7 +434,7 @@ def _priority(node) -> tuple:
     return (not cheap, _flops(node) / saved)
 
 
-def _recompute(graph, node, forward: set, each: bool, copies: dict) -> Graph:
+def recompute(graph, node, forward: set, each: bool, copies: dict) -> Graph:
     """A copy of ``graph`` where the non-forward readers of ``node``'s outputs (and of their
     views) read a recomputed copy: one before the first of them, or (``each``) one before each
     of them. Views on the way are copied too (they cost nothing). The copy's operands are, in
@@ -497,7 +501,7 @@ def _recompute(graph, node, forward: set, each: bool, copies: dict) -> Graph:
     return new
 
 
-def _score(plan) -> tuple:
+def score(plan) -> tuple:
     # the peak first; at an equal peak, less memory held over the whole call (a step towards
     # a lower peak that needs several recomputations)
     return (plan.peak_bytes, sum(plan.timeline))
@@ -526,10 +530,10 @@ def rematerialize(
     tried: set = set()
     accepted_since_sweep = False
     while True:
-        forward = _forward_nodes(graph, n_user)
-        candidates = sorted(_candidates(graph, forward), key=lambda c: _priority(c[0]))
+        forward = forward_nodes(graph, n_user)
+        listed = sorted(candidates(graph, forward), key=lambda c: _priority(c[0]))
         improved = False
-        for node, _ in candidates:
+        for node, _ in listed:
             for each in (False, True):
                 # a candidate that did not help is tried again only after a sweep that
                 # found nothing (what others recomputed since may make it pay)
@@ -537,11 +541,11 @@ def rematerialize(
                     continue
                 tried.add((node.name, each))
                 trial_copies = dict(copies)
-                trial = _recompute(graph, node, forward, each, trial_copies)
+                trial = recompute(graph, node, forward, each, trial_copies)
                 # views whose readers now read the copy's views would keep the original alive
                 trial, _ = eliminate_dead_code(trial)
                 trial_plan = planned(trial)
-                if _score(trial_plan) < _score(current):
+                if score(trial_plan) < score(current):
                     from ..plan.layout import nbytes
 
                     saved = sum(nbytes(v) for v in node.outputs)
