@@ -185,22 +185,31 @@ def _torch_switches(torch) -> dict[str, Switch]:
     }
 
 
+_TABLES: dict[bool, dict[str, Switch]] = {}
+
+
+def _switches() -> dict[str, Switch]:
+    """The switches to read: PyTorch's too once it is imported (each table made once)."""
+    torch = sys.modules.get("torch")
+    table = _TABLES.get(torch is not None)
+    if table is None:
+        table = {**EMBER_SWITCHES, **PROCESS_SWITCHES}
+        if torch is not None:
+            table.update(_torch_switches(torch))
+        _TABLES[torch is not None] = table
+    return table
+
+
 def snapshot() -> dict[str, object]:
     """Every switch's value now."""
-    switches = {**EMBER_SWITCHES, **PROCESS_SWITCHES}
-    if "torch" in sys.modules:
-        switches.update(_torch_switches(sys.modules["torch"]))
-    return {name: read() for name, (read, _) in switches.items()}
+    return {name: read() for name, (read, _) in _switches().items()}
 
 
 def changed_since(before: dict[str, object]) -> list[str]:
     """The switches whose value differs from ``before``, each put back as it was; one line per
     switch saying what it was and what the test left."""
-    switches = {**EMBER_SWITCHES, **PROCESS_SWITCHES}
-    if "torch" in sys.modules:
-        switches.update(_torch_switches(sys.modules["torch"]))
     lines = []
-    for name, (read, write) in switches.items():
+    for name, (read, write) in _switches().items():
         if name not in before:
             continue  # (PyTorch imported during the test: its switches start from there)
         now = read()
