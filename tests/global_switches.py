@@ -47,13 +47,18 @@ def _list_value(values: list) -> Switch:
     return (lambda: tuple(values)), (lambda value: values.__setitem__(slice(None), value))
 
 
-# set by pytest itself (the test and phase running), and by libraries as they import a part of
-# themselves for the first time (PyTorch's inductor its cache folder)
-_NOT_SWITCHES = frozenset({"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"})
+# set by pytest itself (the test and phase running), and by PyTorch's compiler stack as it
+# first runs (its cache folder, an address it passes to its own code)
+_NOT_SWITCHES = frozenset({"PYTEST_CURRENT_TEST"})
+_SET_BY_PYTORCH = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_")
 
 
 def _environment() -> dict:
-    return {k: v for k, v in os.environ.items() if k not in _NOT_SWITCHES}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _NOT_SWITCHES and not k.startswith(_SET_BY_PYTORCH)
+    }
 
 
 def _environment_write(saved: dict) -> None:
