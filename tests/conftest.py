@@ -25,6 +25,7 @@ not above that of the order it runs in.
 import functools
 import inspect
 import os
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -62,6 +63,8 @@ from ember.plan import plan_memory
 from ember.plan.arena import concrete
 from ember.plan.schedule import schedule
 from ember.runtime import auto, codegen
+
+from . import global_switches
 
 # ember reads a calibration or compiled-kernel cache only when it is this user's own file that
 # nobody else can write (_files.open_own_file); the tests that write such files in its place do
@@ -816,18 +819,49 @@ def bare_executors(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def default_generator_seeded_per_test():
-    """Every test starts from the state ember's default generator has in a fresh process, and
-    leaves it as it found it: a test's random weights do not depend on which tests ran before
-    it (an unseeded test passed or failed with the suite's order and its selection)."""
-    saved = ember.get_rng_state()
-    ember.manual_seed(ember_random._DEFAULT_SEED)  # as in a fresh process
+def process_switches_unchanged():
+    """Each test leaves the process-wide switches (tests/global_switches.py: ember's grad mode,
+    default dtype, autocast, flags and printoptions, NumPy's and PyTorch's, the environment, the
+    working folder) as it found them, else it fails, naming them, and they are put back: a
+    leaked switch would show only as a later test's failure, in some orders and not others.
+    Set up before this file's other fixtures (they ask for it), so what they and the test's
+    own fixtures (monkeypatch) change is undone before the check."""
+    before = global_switches.snapshot()
     yield
-    ember.set_rng_state(saved)
+    changed = global_switches.changed_since(before)
+    if changed:
+        pytest.fail(
+            "the test changed process-wide switches and did not restore them (use a `with` "
+            "block or monkeypatch):\n  " + "\n  ".join(changed),
+            pytrace=False,
+        )
+
+
+# PyTorch's default generator's seed in a fresh process (torch.initial_seed() there)
+_TORCH_DEFAULT_SEED = 67280421310721
 
 
 @pytest.fixture(autouse=True)
-def generated_code_equals_the_interpreter(monkeypatch):
+def default_generator_seeded_per_test(process_switches_unchanged):
+    """Every test starts from the state ember's default generator has in a fresh process, and
+    leaves it as it found it: a test's random weights do not depend on which tests ran before
+    it (an unseeded test passed or failed with the suite's order and its selection). PyTorch's
+    too, once imported: a reference module's random initial weights, copied into ember's, come
+    from it."""
+    saved = ember.get_rng_state()
+    ember.manual_seed(ember_random._DEFAULT_SEED)  # as in a fresh process
+    torch = sys.modules.get("torch")
+    torch_saved = None if torch is None else torch.get_rng_state()
+    if torch is not None:
+        torch.manual_seed(_TORCH_DEFAULT_SEED)
+    yield
+    ember.set_rng_state(saved)
+    if torch_saved is not None:
+        torch.set_rng_state(torch_saved)
+
+
+@pytest.fixture(autouse=True)
+def generated_code_equals_the_interpreter(process_switches_unchanged, monkeypatch):
     original = codegen.CompiledGraph.__call__
 
     def checked(self, *arrays):

@@ -9,6 +9,7 @@ test, so a new package has to be placed in the order before it can land.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -183,7 +184,11 @@ class _Imports(ast.NodeVisitor):
             self._add(full if full in MODULES else base, node.lineno)
 
 
+@functools.cache
 def _imports() -> dict[str, list[tuple[str, int]]]:
+    """Each module's imports of ember modules, with their lines: parsed once, by the first
+    test that asks (not at import, where every pytest-xdist worker would parse every module
+    to collect this file's names)."""
     graph = {}
     for module, path in MODULES.items():
         visitor = _Imports(module, path.name == "__init__.py")
@@ -247,9 +252,6 @@ def _cycles(edges: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-IMPORTS = _imports()
-
-
 def test_every_module_has_a_layer():
     unplaced = [m for m in MODULES if _layer(m) is None]
     assert not unplaced, f"modules in no layer of LAYERS (place them): {unplaced}"
@@ -257,7 +259,7 @@ def test_every_module_has_a_layer():
 
 def test_no_import_points_up_the_layers():
     upward = []
-    for module, targets in IMPORTS.items():
+    for module, targets in _imports().items():
         for target, line in targets:
             if _layer(target) > _layer(module):
                 upward.append(
@@ -268,7 +270,7 @@ def test_no_import_points_up_the_layers():
 
 
 def test_no_module_cycles():
-    edges = {m: {t for t, _ in targets} for m, targets in IMPORTS.items()}
+    edges = {m: {t for t, _ in targets} for m, targets in _imports().items()}
     cycles = [c for c in _cycles(edges) if frozenset(c) not in ALLOWED_CYCLES]
     assert not cycles, "module import cycles:\n" + "\n".join(str(sorted(c)) for c in cycles)
 
@@ -280,7 +282,7 @@ def _package(module: str) -> str:
 
 def test_no_package_cycles():
     edges: dict[str, set[str]] = defaultdict(set)
-    for module, targets in IMPORTS.items():
+    for module, targets in _imports().items():
         for target, _ in targets:
             source, dest = _package(module), _package(target)
             if source != dest and "ember" not in (source, dest):

@@ -473,10 +473,13 @@ def test_global_switches_pytorch_programs_set():
     # recorded and read back (flags.py), or answered as PyTorch answers where ember cannot
     before = ember.get_num_interop_threads()
     assert before >= 1
-    ember.set_num_interop_threads(1)
-    assert ember.get_num_interop_threads() == 1
-    with pytest.raises(ValueError):
-        ember.set_num_interop_threads(0)
+    try:
+        ember.set_num_interop_threads(1)
+        assert ember.get_num_interop_threads() == 1
+        with pytest.raises(ValueError):
+            ember.set_num_interop_threads(0)
+    finally:
+        ember.set_num_interop_threads(before)  # (the later tests' count)
     ember.set_warn_always(True)
     assert ember.is_warn_always_enabled()
     ember.set_warn_always(False)

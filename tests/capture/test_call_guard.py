@@ -406,3 +406,25 @@ def test_an_array_the_function_reads_is_guarded_by_its_contents():
             table[1] = 7.0  # changed in place: the guard compares the contents
         np.testing.assert_allclose(f(x).numpy(), table)
     assert f.stats.traces == 2 and f.stats.hits == 4
+
+
+def test_a_repeated_call_skips_the_key_after_the_meta_device_was_used(keys):
+    """A meta tensor made anywhere in the process (here, or by an earlier test) must not send
+    every later call down the full path: the guard still holds, and meta arguments and meta
+    models still run their ops' shape rules eagerly."""
+    ember.empty(2, device="meta")
+    model = _model()
+    fn = ember.function(model)
+    x = ember.randn(2, 4)
+    for _ in range(4):
+        _close(fn, model, x)
+    assert keys[0] == 1 and (fn.stats.traces, fn.stats.hits) == (1, 3)
+    meta_model = _model().to("meta")
+    out = ember.function(meta_model)(x.to("meta"))
+    assert out.is_meta and tuple(out.shape) == (2, 3)
+    stateless = ember.function(lambda v: (v * 2).sum(-1))
+    for _ in range(2):
+        np.testing.assert_allclose(stateless(x).numpy(), (x * 2).sum(-1).numpy(), rtol=1e-6)
+    # a meta argument of the guarded call's type: its ops' shape rules, not the program
+    out = stateless(x.to("meta"))
+    assert out.is_meta and tuple(out.shape) == (2,) and stateless.stats.traces == 1

@@ -114,7 +114,9 @@ def test_plain_tensor_attributes_set_in_a_captured_call_are_state():
     step = ember.function(lambda x: e(x).sum())
     got = [step(ember.ones(1, 2)).item() for _ in range(4)]
     want = [t(torch.ones(1, 2)).sum().item() for _ in range(4)]
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # (float32 sums in PyTorch's order and in ember's, fed back four times: within rounding
+    # at the scale of the largest, not relative to a small one)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
     assert isinstance(e.h, ember.Tensor) and isinstance(e.pair[1], ember.Tensor)
     np.testing.assert_allclose(e.pair[1].numpy(), t.pair[1].numpy(), rtol=1e-6)
     # rebinding them outside is seen

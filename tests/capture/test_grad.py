@@ -2,6 +2,8 @@
 agree with calculus, with eager autograd and with finite differences; higher-order gradients
 compose; misuse fails with a clear error."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -19,8 +21,11 @@ def _t(values, dtype=np.float64):
 
 
 def test_public_names_do_not_clash():
-    assert ember.grad is ember.capture.grad.grad
-    assert ember.autograd.grad is not ember.grad
+    # (unwrapped: once any Tensor subclass is defined in the process, by this test's file or
+    # an earlier one, ember's public functions dispatch __torch_function__ through wrappers,
+    # ember/_torch_function.py)
+    assert inspect.unwrap(ember.grad) is ember.capture.grad.grad
+    assert inspect.unwrap(ember.autograd.grad) is not inspect.unwrap(ember.grad)
     assert "grad" not in ember._ops.PUBLIC
 
 

@@ -13,6 +13,9 @@ from . import _common
 from .test_distributed import _launch, _mpiexec_or_skip
 
 pytest.importorskip("mpi4py", reason="ember.distributed needs mpi4py: pip install 'ember[mpi]'")
+# one worker runs the file: its module fixture launches one MPI job for all its tests, which
+# each xdist worker running one of them would launch again
+pytestmark = pytest.mark.xdist_group("distributed/test_compiled")
 
 CONFIGS = ("sgd_small_buckets", "sgd", "adam", "syncbn", "accumulate")
 # float32 sums in another order (halves, then the average; SyncBatchNorm's statistics in float64

@@ -20,6 +20,9 @@ from ember import nn
 from . import _common
 
 pytest.importorskip("mpi4py", reason="ember.distributed needs mpi4py: pip install 'ember[mpi]'")
+# one worker runs the file: its module fixture launches one MPI job for all its tests, which
+# each xdist worker running one of them would launch again
+pytestmark = pytest.mark.xdist_group("distributed/test_distributed")
 torch = pytest.importorskip("torch")
 
 from ember.distributed.launch import find_mpiexec, mpiexec_command, mpiexec_env  # noqa: E402

@@ -14,6 +14,9 @@ from . import _pipe_common as pc
 from .test_distributed import _launch, _mpiexec_or_skip
 
 pytest.importorskip("mpi4py", reason="ember.distributed needs mpi4py: pip install 'ember[mpi]'")
+# one worker runs the file: its module fixture launches one MPI job for all its tests, which
+# each xdist worker running one of them would launch again
+pytestmark = pytest.mark.xdist_group("distributed/test_pipelining")
 
 # float32 steps whose sums run in another order (microbatches, then stages): each result is
 # within a few hundred roundings (2**-24 each) of the reference, relative to its size

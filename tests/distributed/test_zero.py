@@ -18,6 +18,9 @@ from ember.utils.data import DataLoader, DistributedSampler, TensorDataset
 from . import _zero_common as zc
 
 pytest.importorskip("mpi4py", reason="ember.distributed needs mpi4py: pip install 'ember[mpi]'")
+# one worker runs the file: its module fixture launches one MPI job for all its tests, which
+# each xdist worker running one of them would launch again
+pytestmark = pytest.mark.xdist_group("distributed/test_zero")
 
 from ember.distributed.launch import find_mpiexec, mpiexec_env  # noqa: E402
 

@@ -297,10 +297,8 @@ def export(name: str, opset: int, optimize: bool, path) -> nn.Module:
     return model
 
 
-def export_all(cases, folder) -> dict:
-    """{(name, opset, optimize): (model, path)} for each case, exported into ``folder``."""
-    made = {}
-    for name, opset, optimize in cases:
-        path = folder / f"{name}_{opset}_{int(optimize)}.onnx"
-        made[name, opset, optimize] = (export(name, opset, optimize, path), path)
-    return made
+def export_case(folder, case) -> tuple:
+    """(model, path) of ``case`` ((name, opset, optimize)), exported into ``folder``."""
+    name, opset, optimize = case
+    path = folder / f"{name}_{opset}_{int(optimize)}.onnx"
+    return export(name, opset, optimize, path), path

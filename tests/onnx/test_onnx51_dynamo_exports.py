@@ -9,6 +9,8 @@ test_onnx51_dynamo_vision.py has the image models."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
 
+from ..on_demand import OnDemand  # noqa: E402
 from . import _torch_zoo51 as zoo  # noqa: E402
 
 # (name, opset, optimize): PyTorch's default (opset 20 here, optimized), opset 23, and
@@ -35,7 +38,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    return zoo.export_all(CASES, tmp_path_factory.mktemp("dynamo"))
+    # (each case at its first test: tests/on_demand.py)
+    return OnDemand(functools.partial(zoo.export_case, tmp_path_factory.mktemp("dynamo")))
 
 
 def check_against_onnxruntime(name: str, path) -> None:

@@ -14,6 +14,7 @@ into a transposed copy is computed from the embedding on each call, not trained 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import warnings
 
@@ -27,6 +28,7 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
 
+from ..on_demand import OnDemand  # noqa: E402
 from . import _torch_zoo51 as zoo  # noqa: E402
 
 CASES = [
@@ -40,7 +42,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    return zoo.export_all(CASES, tmp_path_factory.mktemp("dynamo_training"))
+    # (each case at its first test: tests/on_demand.py)
+    return OnDemand(functools.partial(zoo.export_case, tmp_path_factory.mktemp("dynamo_training")))
 
 
 def _loss(outputs):

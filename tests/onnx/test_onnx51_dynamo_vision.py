@@ -7,6 +7,8 @@ grid_sample (its base grid folded into an initializer)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 pytest.importorskip("torch")
@@ -14,6 +16,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
 
+from ..on_demand import OnDemand  # noqa: E402
 from . import _torch_zoo51 as zoo  # noqa: E402
 from .test_onnx51_dynamo_exports import check_against_onnxruntime  # noqa: E402
 
@@ -28,7 +31,8 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    return zoo.export_all(CASES, tmp_path_factory.mktemp("dynamo"))
+    # (each case at its first test: tests/on_demand.py)
+    return OnDemand(functools.partial(zoo.export_case, tmp_path_factory.mktemp("dynamo")))
 
 
 @pytest.mark.parametrize("name, opset, optimize", CASES)

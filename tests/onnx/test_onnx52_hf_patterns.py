@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from ..on_demand import OnDemand  # noqa: E402
 from . import _torch_zoo52 as zoo  # noqa: E402
 
 # (name, dynamo, opset): the dynamo exporter where its export of the pattern differs from
@@ -37,11 +38,13 @@ CASES = [
 def files(tmp_path_factory):
     pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
     folder = tmp_path_factory.mktemp("hf_patterns")
-    made = {}
-    for name, dynamo, opset in CASES:
+
+    def made(case):  # (each case at its first test: tests/on_demand.py)
+        name, dynamo, opset = case
         path = folder / f"{name}_{int(dynamo)}_{opset}.onnx"
-        made[name, dynamo, opset] = (zoo.export(name, path, dynamo=dynamo, opset=opset), path)
-    return made
+        return zoo.export(name, path, dynamo=dynamo, opset=opset), path
+
+    return OnDemand(made)
 
 
 @pytest.mark.parametrize("name, dynamo, opset", CASES)

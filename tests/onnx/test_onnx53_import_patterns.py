@@ -19,6 +19,8 @@ from onnx import numpy_helper  # noqa: E402
 import ember  # noqa: E402
 import ember.onnx  # noqa: E402
 
+from ..on_demand import OnDemand  # noqa: E402
+
 B, L, H, D = 2, 6, 2, 4
 LOWEST = np.finfo(np.float32).min
 
@@ -196,17 +198,17 @@ def sdpa_files(tmp_path_factory):
     keep[1, 0, :, 0] = True
     arrays.append(keep)
     folder = tmp_path_factory.mktemp("sdpa53")
-    files = {}
-    for dynamo, opset in ((True, 18), (False, 17)):
-        if dynamo and not _has("onnxscript"):
-            continue
+
+    def made(dynamo: bool) -> bytes:  # (each export at its first test: tests/on_demand.py)
         path = folder / f"sdpa_{int(dynamo)}.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             example = tuple(torch.tensor(a) for a in arrays)
+            opset = 18 if dynamo else 17
             torch.onnx.export(Sdpa(), example, str(path), dynamo=dynamo, opset_version=opset)
-        files[dynamo] = path.read_bytes()
-    return files, arrays
+        return path.read_bytes()
+
+    return OnDemand(made), arrays
 
 
 def _has(module: str) -> bool:
@@ -218,7 +220,7 @@ def _has(module: str) -> bool:
 @pytest.mark.parametrize("dynamo", [True, False])
 def test_bool_masked_sdpa_is_one_safe_attention_call(sdpa_files, dynamo):
     files, arrays = sdpa_files
-    if dynamo not in files:
+    if dynamo and not _has("onnxscript"):
         pytest.skip("torch.onnx.export(dynamo=True) needs onnxscript")
     session = ort.InferenceSession(files[dynamo], providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]

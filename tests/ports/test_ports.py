@@ -252,6 +252,18 @@ PORTS = {
 _IMPORTED: list[str] = []  # folders put on sys.path and modules put in sys.modules
 
 
+@pytest.fixture(autouse=True)
+def _programs_switches_put_back(monkeypatch):
+    """The ported programs set ``cudnn.benchmark = True`` as their originals do (process-wide,
+    in ember.backends and PyTorch's): put back after each test, for the tests after it."""
+    import ember.backends
+
+    monkeypatch.setattr(ember.backends.cudnn, "benchmark", ember.backends.cudnn.benchmark)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _forget_programs():
     yield

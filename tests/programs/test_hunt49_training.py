@@ -1176,6 +1176,9 @@ def data_workers(torch, ctx):
 
 def misc_runtime(torch, ctx):
     nn, F = torch.nn, torch.nn.functional
+    # (the switches are process-wide: put back at the end, for the tests that run after)
+    cudnn = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
+    threads = torch.get_num_threads()
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True)
@@ -1244,6 +1247,8 @@ def misc_runtime(torch, ctx):
     out.append(torch.promote_types(torch.int32, torch.float16))
     out.append(torch.result_type(torch.tensor([1]), 1.0))
     out.append(torch.can_cast(torch.float32, torch.int32))
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
+    torch.set_num_threads(threads)
     return out
 
 

@@ -237,14 +237,16 @@ class Function:
     # ------------------------------------------------------------------------------ calls
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
-        if _meta.active[0] and self._reaches_meta(args, kwargs):
-            # a meta tensor has no data for a program to run on: its ops infer shapes eagerly
-            # (PyTorch's compiled functions run meta tensors through their shape rules too)
-            return self.fn(*args, **kwargs)
+        # (once any meta tensor exists in the process: a guard recorded the state's arrays,
+        # which were not meta, by identity, so only the arguments need looking at on a hit;
+        # the full path searches the state too)
+        meta = _meta.active[0]
         guards = self._guards
         for k, (guard, key) in enumerate(guards):  # a call like a recent one: its program
             leaves = guard.leaves(args, kwargs)
             if leaves is not None:
+                if meta and any(t.is_meta for t in leaves):
+                    break  # (a meta argument of a recorded call's type: eager, below)
                 self.stats.hits += 1
                 if k:  # (tried first next time)
                     self._guards = [guards[k], *guards[:k], *guards[k + 1 :]]
@@ -256,17 +258,12 @@ class Function:
         if any(not isinstance(t, Tensor) for t in leaves):
             # called while another graph is being built: inline the function into that graph
             return self.fn(*args, **kwargs)
-        entry = self._entry(args, kwargs, leaves, names, structure, guard=True)
+        if meta and any(t.is_meta for t in leaves):
+            return self.fn(*args, **kwargs)  # (see `_entry`'s ``meta``)
+        entry = self._entry(args, kwargs, leaves, names, structure, guard=True, meta=meta)
+        if entry is None:
+            return self.fn(*args, **kwargs)  # (the state it reads holds meta tensors)
         return entry.run(leaves)
-
-    def _reaches_meta(self, args, kwargs) -> bool:
-        """Whether a tensor argument, or a tensor of the state the function reads (a model's
-        parameters), is a meta tensor."""
-        leaves = split_args(args, kwargs, self._arg_names)[0]
-        if any(isinstance(t, Tensor) and t.is_meta for t in leaves):
-            return True
-        reach = discover(self.fn, args, kwargs, self._arg_names)
-        return any(t.is_meta for t in reach.state_tensors())
 
     def compile(self, *args, **kwargs) -> GraphFunction:
         """Trace and compile for these arguments' signature without running; returns the
@@ -276,14 +273,22 @@ class Function:
         leaves = [t if isinstance(t, Tensor) else Tensor(t) for t in leaves]
         return self._entry(args, kwargs, leaves, names, structure)
 
-    def _entry(self, args, kwargs, leaves, names, structure, guard=False) -> GraphFunction:
+    def _entry(
+        self, args, kwargs, leaves, names, structure, guard=False, meta=False
+    ) -> GraphFunction | None:
         """The program for this call's key (traced if new); ``guard``: also record the
-        `CallGuard` that lets the next call like this one skip its key."""
+        `CallGuard` that lets the next call like this one skip its key; ``meta``: None where
+        a tensor of the state the function reads (a model's parameters) is a meta tensor,
+        which has no data for a program to run on: the caller runs the function eagerly, its
+        ops inferring shapes (PyTorch's compiled functions run meta tensors through their
+        shape rules too)."""
         version = tables_version()  # (before anything is read: a change meanwhile shows)
         # (the guard compares no tensor's value)
         guard = guard and not self._by_value and not self._state_reads
         probes = Probes() if guard else None
         reach = discover(self.fn, args, kwargs, self._arg_names, probes)
+        if meta and any(t.is_meta for t in reach.state_tensors()):
+            return None
         base = self._key(leaves, names, structure, reach)
         grad_labels, grad_values = grad_signature(reach, leaves, names)
         key = CallKey(lambda: list(base.labels) + grad_labels(), list(base.values) + grad_values)
@@ -318,7 +323,7 @@ class Function:
                 else:
                     self.stats.hits += 1
             if entry is None:
-                return self._entry(args, kwargs, leaves, names, structure, guard)
+                return self._entry(args, kwargs, leaves, names, structure, guard, meta)
         else:
             self.stats.hits += 1
         self._last_key, self._last_entry = key, entry
