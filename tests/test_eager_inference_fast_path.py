@@ -37,12 +37,19 @@ def _same(e, t, tol):
     [
         (np.float32,) * 5,  # the shortcut
         (np.float64,) * 5,  # the shortcut in float64
-        (np.float32, np.float64, np.float64, np.float64, np.float64),  # converted
+        (np.float32, np.float64, np.float64, np.float64, np.float64),  # refused
     ],
 )
 def test_eval_batch_norm_plain_and_converted(dtypes):
     (ex, *es), _ = _pair([_X, *_STATS], list(dtypes))
-    # (PyTorch refuses float64 statistics beside float32 data; ember casts them to the data's)
+    if dtypes[1] != dtypes[0]:  # float64 statistics beside float32 data: refused, as PyTorch
+        (tx, *ts) = _pair([_X, *_STATS], list(dtypes))[1]
+        with pytest.raises(RuntimeError, match="mixed dtype") as theirs:
+            TF.batch_norm(tx, *ts, training=False)
+        with pytest.raises(ember.errors.DTypeError, match="mixed dtype") as ours:
+            F.batch_norm(ex, *es, training=False)
+        assert str(theirs.value) in str(ours.value)
+        return
     _, (tx, *ts) = _pair([_X, *_STATS], [dtypes[0]] * 5)
     with ember.no_grad(), torch.no_grad():
         for drop in (None, 2, 3):  # all given; no weight; no bias
@@ -106,9 +113,13 @@ def test_layer_norm_plain_and_converted(dtype):
         _same(F.layer_norm(ex, shape, ew, eb), TF.layer_norm(tx, (6,), tw, tb), tol)
     _same(F.layer_norm(ex, (6,), None, eb), TF.layer_norm(tx, (6,), None, tb), tol)
     _same(F.layer_norm(ex, (5, 6)), TF.layer_norm(tx, (5, 6)), tol)
-    # another dtype for the weight: cast to the input's as before
-    w64 = ember.tensor(w.astype(np.float64 if dtype == np.float32 else np.float32))
-    assert F.layer_norm(ex, (6,), w64, eb).dtype == ex.dtype
+    # another dtype for the weight: refused, as PyTorch
+    other = np.float64 if dtype == np.float32 else np.float32
+    with pytest.raises(RuntimeError, match="mixed dtype") as theirs:
+        TF.layer_norm(tx, (6,), torch.tensor(w.astype(other)), tb)
+    with pytest.raises(ember.errors.DTypeError, match="mixed dtype") as ours:
+        F.layer_norm(ex, (6,), ember.tensor(w.astype(other)), eb)
+    assert str(theirs.value) in str(ours.value)
     with pytest.raises(ember.errors.ShapeError, match="normalized_shape \\(5,\\)"):
         F.layer_norm(ex, (5,), ew[:5], eb[:5])
     with pytest.raises(ember.errors.ShapeError, match="weight of shape \\(6,\\)"):

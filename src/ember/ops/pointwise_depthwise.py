@@ -198,6 +198,40 @@ def _match(op, node, constant):
     return build
 
 
+def _onnx_clip(e, value: str, clamp) -> str:
+    if clamp is None:
+        return value
+    dtype = e.in_types[0].dtype
+    return e.node("Clip", [value, e.scalar(clamp[0], dtype), e.scalar(clamp[1], dtype)])
+
+
+def _onnx(e):
+    """Its members as ONNX writes them: Conv (1x1), Clip, Conv (one group per channel),
+    Clip (a clamp's ties only choose between equal values; NaN as Clip does)."""
+    from ._onnx_conv import onnx_conv
+
+    x, w1, b1, w2, b2 = e.inputs
+    a = e.attrs
+    # (a bias of any shape with one value per channel, (1, C, 1, 1) from an epilogue: Conv's B
+    # is 1-D)
+    b1, b2 = (e.node("Reshape", [b, e.ints([-1])]) for b in (b1, b2))
+    mid = e.node("Conv", [x, w1, b1], strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1])
+    mid = _onnx_clip(e, mid, a["clamp1"])
+    attrs = _depthwise_attrs(e.in_types[1].shape[0], a["stride"], a["padding"], a["dilation"])
+    y = onnx_conv(_Members(e, [mid, w2, b2], attrs))
+    return _onnx_clip(e, y, a["clamp2"])
+
+
+class _Members:
+    """The export context ``e`` seen by a member op's rule: its own inputs and attributes."""
+
+    def __init__(self, e, inputs, attrs):
+        self._e, self.inputs, self.attrs = e, inputs, attrs
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+
 POINTWISE_DEPTHWISE = register(
     OpDef(
         name=_NAME,
@@ -208,6 +242,7 @@ POINTWISE_DEPTHWISE = register(
         cost=_cost,
         fast=_fast,
         c_step=_c_step,
+        onnx=_onnx,
         flop_family="conv",
         batch=None,
         pattern=PatternRule(roots=(FUSED_EPILOGUE,), match=_match),
