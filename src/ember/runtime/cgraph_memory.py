@@ -13,8 +13,8 @@ orders nodes for a low peak): a value lives from its producer's position to its 
 and two values whose lives do not overlap may share bytes (plan/arena.py's best fit). A step
 whose loop may write an output into an input's memory (``CStep.overwrites_operand``: a fused
 loop, as generated code hands it ``out=`` a dying operand, plan/liveness.py
-`reusable_output`) would take a dying operand's buffer, as generated code does; that is off
-for now (`_dying_operand`: a wrong result it gave is not understood yet).
+`reusable_output`) takes a dying operand's buffer, as generated code does, and runs after
+every other step touching it (the threads' priority order would not).
 
 The runner's threads claim steps in another order (priority: the longest path first), which
 would run a recomputation as soon as its saved inputs exist. So where two buffers share bytes
@@ -82,6 +82,7 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
             readers.setdefault(id(v), set()).add(p)
     buffers: list[_Buffer] = []
     buffer_of: dict = {}
+    taken_at: list = []  # (positions touching a buffer before, position of the step taking it)
     for p, (node, step) in enumerate(zip(calls, steps)):
         taken = _dying_operand(node, step, p, buffer_of, readers, kept_out)
         for v in node.outputs:
@@ -89,6 +90,7 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
                 continue
             if taken is not None and v.index == taken[0]:
                 b = buffer_of[id(taken[1])]
+                taken_at.append((set(b.touches) - {p}, p))
             else:
                 b = _Buffer(len(buffers), nbytes(v), p, p)
                 buffers.append(b)
@@ -99,6 +101,12 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
     ancestors = _ancestors(calls)
     slack = _Slack(calls, threads) if threads > 1 else None
     size, edges = _place([b for b in buffers if b.nbytes], ancestors, slack)
+    # a step writing over a dying operand runs after every step touching that buffer before
+    # it, as in the graph's order: the threads' priority order could otherwise run it before
+    # another reader of the operand (a buffer's own tenants, not placed apart, get no ordering
+    # from the placement)
+    for touched, p in taken_at:
+        edges |= {(q, p) for q in touched if not (ancestors[p] >> q) & 1}
     memory = np.empty(size + ALIGNMENT, np.uint8)
     skip = (-memory.ctypes.data) % ALIGNMENT
     arrays = {}
@@ -113,20 +121,15 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
     return RunnerArena(memory, size, arrays, edges)
 
 
-# (see `_dying_operand`: off until the runner's loop steps are known to compute right over an
-# operand's bytes)
-_OVERWRITE_DYING_OPERANDS = False
-
-
 def _dying_operand(node, step, p, buffer_of, readers, kept_out):
     """(output index, operand) where ``node``'s step writes that output over the operand's
     buffer (see the module docstring), else None.
 
-    Not taken for now: with it, ONNX's RotaryEmbedding conformance cases gave wrong values on
-    the runner (one thread), where a fused loop ``t0 = in0 * in1; t1 = in2 * in3; t0 - t1``
-    over broadcast operands wrote its result over ``in1``'s buffer; why that loop's step does
-    not compute right over its operand is not yet known, so no step writes over one."""
-    if not _OVERWRITE_DYING_OPERANDS or not step.overwrites_operand:
+    The operand's last reader in graph order is this step, but the threads claim steps by
+    priority: `plan_arena` orders its other readers before this step (without that, ONNX's
+    RotaryEmbedding gave wrong values: a fused loop wrote over an operand that another loop,
+    later in priority, still had to read)."""
+    if not step.overwrites_operand:
         return None
     index = reusable_output(node, fused=True)
     if index is None or id(node.outputs[index]) in kept_out:
