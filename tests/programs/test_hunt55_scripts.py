@@ -372,7 +372,21 @@ def workers_pipeline(torch, ctx):
 
 
 def test_nanogpt_script():
-    check_program(nanogpt_script)
+    import torch
+
+    import ember
+
+    # (the script sets allow_tf32, as nanoGPT's train.py does: PyTorch's float32 matmul
+    # precision becomes "high" for the rest of the process unless it is put back)
+    saved = [(lib, lib.get_float32_matmul_precision()) for lib in (torch, ember)]
+    cudnn = [(lib, lib.backends.cudnn.allow_tf32) for lib in (torch, ember)]
+    try:
+        check_program(nanogpt_script)
+    finally:
+        for lib, precision in saved:
+            lib.set_float32_matmul_precision(precision)
+        for lib, flag in cudnn:
+            lib.backends.cudnn.allow_tf32 = flag
 
 
 def test_workers_pipeline():

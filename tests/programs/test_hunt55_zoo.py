@@ -338,8 +338,11 @@ def default_dtype_device(torch, ctx):
     with torch.device("cpu"):
         res.append(torch.ones(2).device.type)
     torch.set_default_device("cpu")
-    res.append(str(torch.get_default_device()))
-    res.append(torch.empty(0).device == torch.device("cpu"))
+    try:
+        res.append(str(torch.get_default_device()))
+        res.append(torch.empty(0).device == torch.device("cpu"))
+    finally:  # ("cpu" leaves PyTorch's device mode entered; None takes it out)
+        torch.set_default_device(None)
     return res
 
 
