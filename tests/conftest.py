@@ -27,7 +27,14 @@ import inspect
 import os
 import sys
 
-import ml_dtypes
+# Several xdist workers share this machine's cores: PyTorch, the reference, runs one thread
+# in each (its default, one per core in every worker, oversubscribed the cores: a program
+# comparing a small GPT with PyTorch took four times as long). Set before PyTorch is imported;
+# ember's own thread count is left as it is, so its parallel paths stay under test.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import ml_dtypes  # noqa: E402
 import numpy as np
 import pytest
 
