@@ -22,7 +22,7 @@ import ember
 from ember import amp, devices, flags, grad_mode, printing, saved_hooks
 from ember import backends as ember_backends
 from ember.kernels import cpool
-from ember.ops import _registry
+from ember.ops import _autocast, _registry
 
 # name -> (read, write): ``write(read())`` puts the switch back
 Switch = tuple[Callable[[], object], Callable[[object], None]]
@@ -87,6 +87,13 @@ def _backend_flags_write(saved: dict) -> None:
 EMBER_SWITCHES: dict[str, Switch] = {
     "ember grad mode": _registry_state("grad_enabled"),
     "ember autocast region": _registry_state("autocast"),
+    # (a region left open also leaves its nesting count up, and the weight-cast cache is
+    # cleared only when the count returns to 0: later regions would reuse casts whose saved
+    # values an earlier backward freed)
+    "ember autocast nesting": (
+        lambda: _autocast.local.nesting,
+        lambda v: (setattr(_autocast.local, "nesting", v), v or _autocast.clear_cache()),
+    ),
     "ember mode stack (a trace or function left open)": _registry_state("modes"),
     "ember base mode (a profiler left recording)": _list_value(_registry._base_mode),
     "ember conformance recording": _module_value(_registry, "conformance"),
