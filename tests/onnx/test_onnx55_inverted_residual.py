@@ -176,7 +176,7 @@ def test_exported_blocks_against_onnxruntime(exported, monkeypatch, dynamo, fuse
 @needs_cc
 def test_the_measured_choice_is_kept_and_a_damaged_file_is_measured_again(tmp_path, monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cinverted_residual, "_loaded", {})
+    monkeypatch.setattr(cinverted_residual._choices, "_loaded", {})
     p = conv_geometry(
         dict(stride=(2, 2), padding=((1, 1), (1, 1)), dilation=(1, 1), groups=24), (20, 20),
         (24, 1, 3, 3),
@@ -192,15 +192,15 @@ def test_the_measured_choice_is_kept_and_a_damaged_file_is_measured_again(tmp_pa
     monkeypatch.setattr(cinverted_residual, "_measure", counting)
     first = cinverted_residual.pays(*shapes, p, np.float32, (RELU6, RELU6))
     assert len(measured) == 1 and isinstance(first, bool)
-    path = cinverted_residual._path()
+    path = cinverted_residual._choices.path()
     data = json.loads(path.read_text())
     assert list(data["choices"].values()) == [first]
-    cinverted_residual._loaded.clear()  # (another process: reads the file)
+    cinverted_residual._choices.forget()  # (another process: reads the file)
     assert cinverted_residual.pays(*shapes, p, np.float32, (RELU6, RELU6)) == first
     assert len(measured) == 1
     path.write_text('{"format": 1, "machine": "x", "choices": {"a": "yes"}}')
     os.chmod(path, 0o644)
-    cinverted_residual._loaded.clear()
+    cinverted_residual._choices.forget()
     cinverted_residual.pays(*shapes, p, np.float32, (RELU6, RELU6))
     assert len(measured) == 2
 

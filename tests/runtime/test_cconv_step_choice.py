@@ -27,8 +27,8 @@ GEOMETRIES = [
 @pytest.fixture
 def choices_file(tmp_path, monkeypatch):
     path = tmp_path / "conv-layouts.json"
-    monkeypatch.setattr(cconv_step_choice, "choices_path", lambda: path)
-    monkeypatch.setattr(cconv_step_choice, "_loaded", {})
+    monkeypatch.setattr(cconv_step_choice._choices, "path", lambda: path)
+    monkeypatch.setattr(cconv_step_choice._choices, "_loaded", {})
     monkeypatch.delenv("EMBER_CONV_LAYOUT", raising=False)
     return path
 
@@ -80,7 +80,9 @@ def test_measured_once_cached_and_the_counted_bits(geometry, choices_file, monke
         raise AssertionError("measured again")
 
     monkeypatch.setattr(cconv_step_choice, "_measure", measured_again)
-    monkeypatch.setattr(cconv_step_choice, "_loaded", {})  # (a new process: the file is read)
+    monkeypatch.setattr(
+        cconv_step_choice._choices, "_loaded", {}
+    )  # (a new process: the file is read)
     assert _way(cconv.forward_step(x_shape, w_shape, p, np.float32, None)) == _way(built)
     # (another thread count is another geometry's choice)
     before = cpool.get_num_threads()
@@ -113,7 +115,7 @@ def test_the_counted_layout_is_held_unless_another_is_clearly_faster(choices_fil
         return [[1.0, 1.1, 1.2]] * (len(calls) - 1) + [[0.5, 0.55, 0.6]]
 
     monkeypatch.setattr(cconv_step_choice, "interleaved", one_faster)
-    monkeypatch.setattr(cconv_step_choice, "_loaded", {})
+    monkeypatch.setattr(cconv_step_choice._choices, "_loaded", {})
     choices_file.unlink()
     assert _way(cconv.forward_step(x_shape, w_shape, p, np.float32, None)) == (False, True)
 
@@ -133,7 +135,7 @@ def test_a_damaged_file_is_ignored_and_replaced(text, choices_file):
     if '"machine": null' in text:
         text = text.replace("null", json.dumps(cconv_step_choice.machine_key()))
     choices_file.write_text(text)
-    assert cconv_step_choice._read(choices_file) == {}
+    assert cconv_step_choice._choices.read(choices_file) == {}
     p = _plan(x_shape, w_shape, stride, pad)
     assert cconv.forward_step(x_shape, w_shape, p, np.float32, None) is not None
     data = json.loads(choices_file.read_text())

@@ -13,11 +13,10 @@ timing.py's rule, robust to a loaded machine), this thread's CPU time on one thr
 on more. The layouts sum every output in the same order (bit-identical, tested), so the choice
 changes the time only.
 
-The choices are kept as JSON in ember's cache directory (`ccompile.cache_dir`), keyed by the
-machine (CPU model, core count, the kernels' C source): a geometry is measured once per machine,
-a few dozen calls of its layer, and a program's later builds read the file. A file that is
-missing, not this user's own (`_files.read_own_file`), of another machine or format, or holds
-what `_write` does not write is ignored (files are not trusted) and replaced.
+The choices are kept by kernels/choice_cache.py in ember's cache directory, keyed by the machine
+(CPU model, core count, the kernels' C source): a geometry is measured once per machine, a few
+dozen calls of its layer, and a program's later builds read the file (one not trusted is
+ignored and replaced).
 ``EMBER_CONV_LAYOUT=count`` keeps the counted choice.
 """
 
@@ -25,13 +24,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import threading
 import time
 
 import numpy as np
 
-from .._files import OWN_FILE_MODE, read_own_file, write_atomic
+from .choice_cache import ChoiceCache
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import choose, interleaved
 
@@ -39,8 +36,6 @@ __all__ = ["built_layout", "choices_path", "machine_key"]
 
 FORMAT_VERSION = 1
 _SAMPLES = 3  # (timings of each layout: a geometry costs about a dozen calls, once per machine)
-_lock = threading.Lock()
-_loaded: dict = {}  # path -> {geometry key: (wide, split)}
 
 
 _source = ""  # the kernels' C source (kernels/cconv.py hands it over as it loads)
@@ -60,56 +55,32 @@ def machine_key() -> str:
     return f"{cpu_model()}|{cpu_count()}|{_source}|v{FORMAT_VERSION}"
 
 
-def choices_path():
-    from .ccompile import cache_dir
+def _decode_way(stored) -> tuple:
+    """A stored (wide, split) pair of 0 and 1; anything else is refused."""
+    if not (isinstance(stored, list) and len(stored) == 2):
+        raise ValueError("not a pair")
+    if not all(type(flag) is int and flag in (0, 1) for flag in stored):
+        raise ValueError("not flags")
+    return (bool(stored[0]), bool(stored[1]))
 
-    digest = hashlib.sha256(machine_key().encode()).hexdigest()[:16]
-    return cache_dir() / f"conv-layouts-{digest}.json"
+
+_choices = ChoiceCache(
+    "conv-layouts",
+    lambda: machine_key(),
+    FORMAT_VERSION,
+    decode=_decode_way,
+    encode=lambda way: [int(way[0]), int(way[1])],
+)
+
+
+def choices_path():
+    return _choices.path()
 
 
 def _key(x_shape, w_shape, p, dtype, threads: int, constant: bool) -> str:
     geometry = (p.in_size, p.kernel, p.stride, p.lo, p.dilation, p.padded)
     shapes = (tuple(x_shape), tuple(w_shape), geometry, np.dtype(dtype).name, threads)
     return repr(shapes + (bool(constant),))
-
-
-def _read(path) -> dict:
-    """The choices in ``path``: {} where it is missing, unreadable, of another machine or
-    format, or holds anything but geometry keys and (wide, split) pairs of 0 and 1."""
-    raw = read_own_file(path)  # (a cache file someone else could write is not read)
-    if raw is None:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict) or set(data) != {"format", "machine", "choices"}:
-        return {}
-    if data["format"] != FORMAT_VERSION or data["machine"] != machine_key():
-        return {}
-    choices = data["choices"]
-    if not isinstance(choices, dict):
-        return {}
-    found = {}
-    for key, way in choices.items():
-        if not (isinstance(way, list) and len(way) == 2):
-            return {}
-        if not all(type(flag) is int and flag in (0, 1) for flag in way):
-            return {}
-        found[key] = (bool(way[0]), bool(way[1]))
-    return found
-
-
-def _write(path, choices: dict) -> None:
-    data = {
-        "format": FORMAT_VERSION,
-        "machine": machine_key(),
-        "choices": {k: [int(wide), int(split)] for k, (wide, split) in choices.items()},
-    }
-    try:
-        write_atomic(path, json.dumps(data), OWN_FILE_MODE)
-    except OSError:
-        pass  # (an unwritable cache directory: measured again by the next process)
 
 
 def _measure(candidates: dict, x_shape, w_shape, out_shape, dtype, threads: int, default):
@@ -140,12 +111,7 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
 
     threads = cpool.get_num_threads()
     key = _key(x_shape, w_shape, p, dtype, threads, constant)
-    path = choices_path()
-    with _lock:
-        choices = _loaded.get(str(path))
-        if choices is None:
-            choices = _loaded[str(path)] = _read(path)
-        found = choices.get(key)
+    found = _choices.get(key)
     if found is not None:
         return found
     ways = [(False, False), (True, False)]
@@ -160,10 +126,5 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
         return counted
     out_shape = (x_shape[0], w_shape[0]) + tuple(p.out_size)
     found = _measure(candidates, x_shape, w_shape, out_shape, dtype, threads, counted)
-    with _lock:
-        choices = _read(path)  # (other processes' choices since: kept)
-        choices.update(_loaded.get(str(path), {}))
-        choices[key] = found
-        _loaded[str(path)] = choices
-        _write(path, choices)
+    _choices.put(key, found)
     return found

@@ -26,9 +26,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import json
 import math
-import threading
 import time
 
 import numpy as np
@@ -36,6 +34,7 @@ import numpy as np
 from .cclamp import clamp_address
 from .cdepthwise import _frame, _head
 from .cdepthwise_source import SOURCE as DEPTHWISE_SOURCE
+from .choice_cache import ChoiceCache
 from .cinverted_residual_source import SOURCE
 from .cstep import STEP_CALL, CStep, data_address, function_address
 
@@ -44,8 +43,6 @@ __all__ = ["available", "forward", "pays", "step"]
 _C = {np.dtype(np.float32), np.dtype(np.float64)}
 FORMAT_VERSION = 1
 _SAMPLES = 3  # (interleaved timings of each side, once per machine and geometry)
-_lock = threading.Lock()
-_loaded: dict = {}  # path -> {geometry key: bool}
 _MOST_CHANNELS = 8  # the C source's CB where the vectors are widest (an expanded block's rows)
 
 
@@ -155,43 +152,13 @@ def _machine_key() -> str:
     return f"{cpu_model()}|{cpu_count()}|{digest}|v{FORMAT_VERSION}"
 
 
-def _path():
-    from .ccompile import cache_dir
-
-    digest = hashlib.sha256(_machine_key().encode()).hexdigest()[:16]
-    return cache_dir() / f"inverted-residual-{digest}.json"
-
-
-def _read(path) -> dict:
-    """The choices in ``path``: {} where it is missing, not this user's own, of another
-    machine or format, or holds anything but geometry keys and booleans."""
-    from .._files import read_own_file
-
-    raw = read_own_file(path)
-    if raw is None:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict) or set(data) != {"format", "machine", "choices"}:
-        return {}
-    if data["format"] != FORMAT_VERSION or data["machine"] != _machine_key():
-        return {}
-    choices = data["choices"]
-    if not isinstance(choices, dict) or not all(type(v) is bool for v in choices.values()):
-        return {}
-    return dict(choices)
+def _decode_pays(stored) -> bool:
+    if type(stored) is not bool:
+        raise ValueError("not a boolean")
+    return stored
 
 
-def _write(path, choices: dict) -> None:
-    from .._files import OWN_FILE_MODE, write_atomic
-
-    data = {"format": FORMAT_VERSION, "machine": _machine_key(), "choices": choices}
-    try:
-        write_atomic(path, json.dumps(data), OWN_FILE_MODE)
-    except OSError:
-        pass  # (an unwritable cache directory: measured again by the next process)
+_choices = ChoiceCache("inverted-residual", lambda: _machine_key(), FORMAT_VERSION, _decode_pays)
 
 
 def pays(x_shape, w1_shape, w2_shape, p, dtype, clamps: tuple) -> bool:
@@ -210,23 +177,13 @@ def pays(x_shape, w1_shape, w2_shape, p, dtype, clamps: tuple) -> bool:
         (tuple(x_shape), tuple(w1_shape), tuple(w2_shape), p.stride, p.lo, p.dilation,
          p.out_size, dtype.name, threads, clamps)
     )  # fmt: skip
-    path = _path()
-    with _lock:
-        choices = _loaded.get(str(path))
-        if choices is None:
-            choices = _loaded[str(path)] = _read(path)
-        found = choices.get(key)
+    found = _choices.get(key)
     if found is not None:
         return found
     found = _measure(x_shape, w1_shape, w2_shape, p, dtype, clamps, threads)
     if found is None:
         return False
-    with _lock:
-        choices = _read(path)  # (other processes' choices since: kept)
-        choices.update(_loaded.get(str(path), {}))
-        choices[key] = found
-        _loaded[str(path)] = choices
-        _write(path, choices)
+    _choices.put(key, found)
     return found
 
 
