@@ -286,6 +286,45 @@ def test_compiled_step_peak_drops_by_40_percent_planned_and_measured(bare_execut
     assert measured[1] <= 0.6 * measured[0], measured
 
 
+def _step_without_loss(blocks, ck, returns):
+    """A step that returns only the gradients, or nothing (an optimizer's update): the forward
+    pass to recompute from is found from the value backward() ran from."""
+    opt = ember.optim.SGD(blocks.parameters(), lr=0.01)
+
+    def step(x):
+        opt.zero_grad()
+        h = x
+        for b in blocks:
+            h = h + (checkpoint(b, h, use_reentrant=False) if ck else b(h))
+        (h * h).mean().backward()
+        if returns == "gradients":
+            return [p.grad for p in blocks.parameters()]
+        opt.step()
+
+    return step
+
+
+@pytest.mark.parametrize("returns", ["gradients", "nothing"])
+def test_a_step_returning_no_loss_still_recomputes_its_regions(returns, bare_executors):
+    results, planned = [], []
+    for ck in (False, True):
+        blocks = _mlp(blocks=8, d=64, dtype=ember.float64)
+        x = ember.randn(256, 64, dtype=ember.float64)
+        fn = ember.function(_step_without_loss(blocks, ck, returns))
+        out = fn(x)
+        got = [g.numpy().copy() for g in out] if returns == "gradients" else []
+        results.append(got + [p.detach().numpy().copy() for p in blocks.parameters()])
+        compiled = fn.compile(x)
+        planned.append(compiled.memory_plan.peak_bytes)
+        if ck:
+            assert compiled.checkpoint is not None and compiled.checkpoint.recomputed
+            assert compiled.checkpoint.regions == 8
+            # (the losses added to find the forward pass are not returned)
+            assert len(compiled.graph.outputs) == len(compiled.call.graph.outputs)
+    _same(*results)  # (the same kernels on the same operands: bit for bit)
+    assert planned[1] <= 0.6 * planned[0], planned
+
+
 def test_aot_compiled_model_saves_only_region_inputs():
     class Model(nn.Module):
         def __init__(self, ck):

@@ -151,6 +151,9 @@ class CapturedCall:
     # per result: the eager tensor the function returned (a captured tensor, a parameter, an
     # eager detach of one: ``m.weight.detach()`` outside a graph value), else None
     eager_results: tuple = ()
+    # the values a recorded backward() ran from (the losses), in ``graph``: the forward pass is
+    # their ancestors, which transforms/checkpoint.py recomputes from when no result is a loss
+    backward_roots: tuple = ()
 
     def inplace(self) -> dict:
         """Output position -> input position for the 'data' writebacks of captured tensors:

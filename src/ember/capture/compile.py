@@ -30,6 +30,7 @@ from ..plan.program import Planner
 from ..runtime.executors import DEFAULT_EXECUTOR, Executor, Program, get_executor
 from ..transforms import checkpoint as _checkpoint
 from ..transforms.cheap_remat import recompute_cheap
+from ..transforms.dce import eliminate_dead_code
 from ..transforms.pipeline import PassStat, optimize, passes_for
 from ..transforms.remat import RematReport, fit_budget, split_late
 from .call import CapturedCall
@@ -115,12 +116,17 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
     """The steps of the module docstring; ``check``: the call's input arrays when
     ``options.verify`` asks to check the passes, else None."""
     graph, stats, late = call.graph, [], []
+    returned = len(graph.outputs)
+    loss = None
+    if recomputes(call.graph, options) and call.backward_start is not None:
+        loss = _checkpoint.forward_outputs(call.graph, call.n_user, call.backward_start)
+        if not loss and call.backward_roots:
+            graph, loss = _losses_returned(call)  # (dropped again before the runner prepares)
     cheap = options.opt_level and recomputes_cheap(call, options)
     if options.opt_level:
         graph, stats, late = optimize_joint(graph, options, check, hold_late=cheap)
     remat = checkpointed = None
-    if recomputes(call.graph, options) and call.backward_start is not None:
-        loss = _checkpoint.forward_outputs(call.graph, call.n_user, call.backward_start)
+    if loss is not None:
         graph, checkpointed = _checkpoint.recompute(graph, options.remat_policy, outputs=loss)
     if cheap:
         graph = _recompute_cheap(graph, call, late)
@@ -131,8 +137,24 @@ def compile_call(call: CapturedCall, options: CompileOptions, check=None) -> Com
         planner = Planner(call.memory_parts())
         graph, remat, fitted = fit_budget(graph, int(options.memory_budget), planner, late)
         stats = stats + fitted
+    if len(graph.outputs) > returned:  # the losses `_losses_returned` added
+        graph.set_outputs(graph.outputs[:returned])
+        eliminate_dead_code(graph)
     program = options.runner.prepare(graph, call.inplace())
     return Compiled(graph, program, stats, remat, checkpointed)
+
+
+def _losses_returned(call: CapturedCall) -> tuple[object, list[int]]:
+    """A copy of the traced graph that also returns the values its backward passes ran from
+    (the losses), and their output positions: a step that returns no loss (only gradients, or
+    nothing) still has a forward pass to recompute checkpointed regions from, and passes keep
+    a graph's outputs in place, so the positions name the losses in the optimized graph."""
+    graph = call.graph.copy()
+    where = {id(v): (p, v.index) for p, n in enumerate(call.graph.nodes) for v in n.outputs}
+    roots = [where[id(v)] for v in call.backward_roots if id(v) in where]
+    first = len(graph.outputs)
+    graph.set_outputs(graph.outputs + [graph.nodes[p].outputs[i] for p, i in roots])
+    return graph, list(range(first, first + len(roots)))
 
 
 def _recompute_cheap(graph, call: CapturedCall, late: list):

@@ -216,6 +216,7 @@ def _capture_call(
         modes,
         tuple(_is_detach(t) for t in out_leaves),
         tuple(t if isinstance(t, Tensor) else None for t in out_leaves),
+        tuple(builder.backward_roots),
     )
     autograd = None
     if builder.backward_start is None and _reg.is_grad_enabled():

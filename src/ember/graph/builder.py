@@ -64,6 +64,9 @@ class GraphBuilder(_reg.Mode):
         self.grad_inputs: list[SymbolicTensor] = []  # symbolic inputs that require grad
         self.retained: list[SymbolicTensor] = []  # values with history that retain_grad()
         self.backward_start: int | None = None  # node count when backward() first ran
+        # the values backward() ran from (the losses): what the forward pass computes, which
+        # transforms/checkpoint.py finds the forward from when the step returns no loss
+        self.backward_roots: list = []
         self.grad_of: dict[int, Tensor] = {}  # id(captured .grad tensor) -> its owner
         self.stepped_optimizers: dict = {}  # id -> (optimizer, its state before its step)
         # called once after the next recorded backward has set every .grad and run the leaves'
@@ -201,6 +204,8 @@ class GraphBuilder(_reg.Mode):
         else:
             leaves = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         out_value = self.value_of(output)
+        if not any(out_value is v for v in self.backward_roots):
+            self.backward_roots.append(out_value)
         reached = self._ancestors(out_value)
         # a leaf rebound under no_grad since it was captured (see _ancestors) also takes the
         # gradient of its uses before that, as the eager leaf does
