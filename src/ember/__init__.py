@@ -173,6 +173,8 @@ from .accelerator import get_device_module  # noqa: E402
 from .amp import (  # noqa: E402
     GradScaler,
     autocast,
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
     clear_autocast_cache,
     get_autocast_cpu_dtype,
     get_autocast_dtype,
@@ -180,6 +182,10 @@ from .amp import (  # noqa: E402
     is_autocast_cpu_enabled,
     is_autocast_enabled,
     set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
 )
 from .func import vmap  # noqa: E402  (torch.vmap)
 

@@ -93,6 +93,56 @@ def get_autocast_cpu_dtype():
     return get_autocast_dtype("cpu")
 
 
+def set_autocast_enabled(device_type, enabled=None) -> None:
+    """``torch.set_autocast_enabled(device_type, enabled)``: turn this thread's autocast on or
+    off without a region (what ``autocast.__enter__`` does, for code that manages the state
+    itself); on, it computes in the current autocast dtype. The legacy one-argument form is
+    CUDA's, which ember does not drive: a no-op, as any device type but the CPU."""
+    if enabled is None:
+        device_type, enabled = "cuda", device_type
+    if _device_type(device_type) != "cpu":
+        return
+    current = _ac.region()
+    if enabled and current is None:
+        _ac.set_region(_ac.Region(_ac.local.dtype, _ac.local.cache_enabled))
+    elif not enabled and current is not None:
+        _ac.set_region(None)
+
+
+def set_autocast_dtype(device_type, dtype) -> None:
+    """``torch.set_autocast_dtype(device_type, dtype)``: the dtype autocast computes in from
+    now on, in an enabled region too; another device type than the CPU: a no-op."""
+    if _device_type(device_type) != "cpu":
+        return
+    dtype = dt.as_dtype(dtype)
+    _ac.local.dtype = dtype
+    current = _ac.region()
+    if current is not None:
+        _ac.set_region(_ac.Region(dtype, current.cache))
+
+
+def set_autocast_cpu_enabled(enabled: bool) -> None:
+    """PyTorch's older spelling of ``set_autocast_enabled("cpu", enabled)``."""
+    set_autocast_enabled("cpu", bool(enabled))
+
+
+def set_autocast_cpu_dtype(dtype) -> None:
+    """PyTorch's older spelling of ``set_autocast_dtype("cpu", dtype)``."""
+    set_autocast_dtype("cpu", dtype)
+
+
+def autocast_increment_nesting() -> int:
+    """One more open autocast region (this thread's count, returned), as PyTorch's: code that
+    manages the state itself clears the cast cache when `autocast_decrement_nesting` says 0."""
+    _ac.local.nesting += 1
+    return _ac.local.nesting
+
+
+def autocast_decrement_nesting() -> int:
+    _ac.local.nesting -= 1
+    return _ac.local.nesting
+
+
 def is_autocast_cache_enabled() -> bool:
     return _ac.local.cache_enabled
 
