@@ -10,8 +10,10 @@ kept as given and change nothing, because ember has no counterpart to steer:
 data-dependent shapes are always captured), ``verbose``, ``automatic_dynamic_shapes``,
 ``assume_static_by_default``, ``optimize_ddp``. An unknown setting is refused by name.
 ``mark_dynamic``, ``maybe_mark_dynamic`` and ``mark_static`` record their hint on the tensor
-(as PyTorch does); ember traces one program per shape unless a compile asks ``dynamic=True``
-or an `ember.function` has an input signature, so the hint never changes a result.
+(as PyTorch does), which `ember.compile`'s automatic dynamic shapes read (its default
+``dynamic=None``, capture/automatic_dynamic.py): a dimension marked dynamic on the first call's
+tensors is symbolic from the start, one marked static is never made symbolic (another size there
+traces once more). A hint never changes a result.
 ``disable``, ``allow_in_graph`` and ``is_compiling`` are `ember.compiler`'s; ``optimize``
 (PyTorch's older spelling) returns `ember.compile` with that backend; ``explain`` reports what
 capturing a call gives (capture/explain.py).

@@ -29,11 +29,14 @@ How the arguments map, and where ember differs from PyTorch:
   (``"max_autotune"``, ``"triton.cudagraphs"``: those ``ember._inductor.config`` keeps) are
   accepted and change nothing, as setting them in the config does; another key is refused by
   name, as PyTorch refuses one it does not know.
-* ``dynamic``: None / False trace one graph per input shape (ember.function's cache, bounded);
-  True traces once with a symbolic leading dimension (the batch) on every tensor argument, from
-  the first call's shapes (a call whose tensors differ past dimension 0 or in dtype traces
-  once more: ember's other sizes are static). PyTorch's ``dynamic=True`` makes every
-  dimension symbolic.
+* ``dynamic``: None (the default) traces the first call with static sizes and, as PyTorch's
+  automatic dynamic shapes, a call whose tensors differ in some sizes once more with those
+  dimensions symbolic, which then serves every size there (capture/automatic_dynamic.py;
+  ``mark_dynamic`` hints make dimensions symbolic from the first call); False traces one graph
+  per input shape (ember.function's cache, bounded); True traces once with a symbolic
+  leading dimension (the batch) on every tensor argument, from the first call's shapes (a
+  call whose tensors differ past dimension 0 or in dtype traces once more: ember's other
+  sizes are static). PyTorch's ``dynamic=True`` makes every dimension symbolic.
 * ``fullgraph``: ember always captures whole functions, never a partial graph. With
   ``fullgraph=True`` a function that cannot be captured (Python control flow on tensor values)
   raises `TraceError`; with the default False, like PyTorch falling back at a graph break, the
@@ -56,6 +59,7 @@ from ..errors import TraceError, user_stacklevel
 from ..nn.module import _COMPILE_FORWARD, Module
 from ..runtime.executors import EXECUTORS
 from ..tensor import Tensor
+from .automatic_dynamic import AutomaticDynamic
 from .function import Function
 from .function import reset_all as function_reset_all
 from .signature import TensorSpec
@@ -123,6 +127,12 @@ class _Compiled:
         eager = kwargs is None
         self.function: Function | None = None if dynamic or eager else Function(fn, **kwargs)
         self.dynamic_functions: dict = {}  # dynamic=True: the tensors' specs -> Function
+        # dynamic=None: symbolic sizes for the dimensions that vary (capture/automatic_dynamic)
+        self.automatic = None
+        if dynamic is None and not eager:
+            self.automatic = AutomaticDynamic(
+                self.function, lambda specs: Function(fn, input_signature=specs, **kwargs)
+            )
         # why it runs eagerly: backend="eager", or a capture that failed
         self.eager_reason: str | None = "backend='eager'" if eager else None
         _LIVE.add(self)
@@ -138,6 +148,8 @@ class _Compiled:
             self.dynamic_functions.clear()
         elif self.function is not None:
             self.function.reset()
+        if self.automatic is not None:
+            self.automatic.reset()
 
     def __call__(self, *args, **kwargs):
         if self.eager_reason is not None:
@@ -154,6 +166,8 @@ class _Compiled:
                 self.dynamic_functions[key] = function
             self.function = function
         try:
+            if self.automatic is not None:
+                return self.automatic(args, kwargs)
             return self.function(*args, **kwargs)
         except TraceError as error:
             if self.fullgraph:
@@ -165,6 +179,11 @@ class _Compiled:
                 stacklevel=user_stacklevel(),
             )
             return self.fn(*args, **kwargs)
+
+
+def _dynamic(dynamic) -> bool | None:
+    """``dynamic`` as `_Compiled` takes it: None (automatic dynamic shapes), True or False."""
+    return None if dynamic is None else bool(dynamic)
 
 
 def _batch_specs(args, kwargs) -> list:
@@ -245,7 +264,7 @@ def compile(  # noqa: A001  (PyTorch's name)
     kwargs = _function_options(backend, mode, options)
     if disable:
         return model_or_fn
-    compiled = _Compiled(model_or_fn, kwargs, bool(dynamic), bool(fullgraph))
+    compiled = _Compiled(model_or_fn, kwargs, _dynamic(dynamic), bool(fullgraph))
     if isinstance(model_or_fn, Module):
         return OptimizedModule(model_or_fn, compiled)
 
@@ -293,7 +312,8 @@ def _compile_forward(
     kwargs = _function_options(backend, mode, options)
     if disable:
         return
-    module.__dict__["forward"] = _CompiledForward(module, kwargs, bool(dynamic), bool(fullgraph))
+    forward = _CompiledForward(module, kwargs, _dynamic(dynamic), bool(fullgraph))
+    module.__dict__["forward"] = forward
 
 
 _COMPILE_FORWARD.append(_compile_forward)

@@ -42,6 +42,10 @@ def memory_order_mask(x, keep: float, generator):
     PyTorch's ``empty_like(x).bernoulli_(keep)``: its strides sorted, largest first), so the
     mask of a strided view is PyTorch's."""
     shape = tuple(x.shape)
+    if not all(isinstance(d, int) for d in shape) and x.is_contiguous():
+        # (a symbolic size, which may not be compared with 1 while the graph is built: a
+        # contiguous tensor's elements are in C order whatever its sizes)
+        return bernoulli_scalar(shape, keep, dtype=x.dtype, generator=generator)
     strides = x.stride() if len(shape) > 1 else (1,) * len(shape)
     # dims from the slowest-varying in memory to the fastest (size-1 dims anywhere: they
     # hold one element)

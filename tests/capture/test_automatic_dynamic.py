@@ -1,0 +1,132 @@
+"""ember.compile's automatic dynamic shapes (dynamic=None, PyTorch's default): a dimension whose
+size varies is traced once more as symbolic, then serves every size there."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+
+
+def _traces(compiled) -> int:
+    auto = compiled._compiled.automatic
+    return compiled._compiled.function.stats.traces + sum(
+        f.stats.traces for f in auto.functions.values()
+    )
+
+
+class _LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.out = nn.Linear(16, 50)
+
+    def forward(self, ids):
+        return self.out(self.layer(self.embed(ids)))
+
+
+def _train(model, forward, lengths):
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for length in lengths:
+        ember.manual_seed(length)
+        ids = ember.randint(0, 50, (4, length))
+        loss = nn.functional.cross_entropy(forward(ids).flatten(0, 1), ids.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_varying_sequence_lengths_trace_twice_and_train_as_eager():
+    lengths = [9, 12, 17, 9, 23, 5, 30, 12]
+    ember.manual_seed(0)
+    eager_model = _LM()
+    compiled_model = _LM()
+    compiled_model.load_state_dict(eager_model.state_dict())
+    compiled = ember.compile(compiled_model)
+    eager = _train(eager_model, eager_model, lengths)
+    got = _train(compiled_model, compiled, lengths)
+    np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-6)
+    assert _traces(compiled) == 2  # (the first length, then the length symbolic)
+    for p, q in zip(compiled_model.parameters(), eager_model.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_smaller_last_batch_and_static_dims():
+    f = ember.compile(lambda x, w: (x @ w).relu().sum(dim=0))
+    w = ember.randn(8, 3)
+    for n in (32, 32, 17, 32, 5, 1, 32):
+        x = ember.randn(n, 8)
+        np.testing.assert_allclose(
+            f(x, w).numpy(), (x @ w).relu().sum(dim=0).numpy(), rtol=1e-5, atol=1e-5
+        )
+    auto = f._compiled.automatic
+    assert [tuple(s[0]) for s in next(iter(auto.functions))] == [("s0", 8), (8, 3)]
+    # (another rank: a static trace of its own, the symbolic one left as it is)
+    f(ember.randn(2, 4, 8), w)
+    assert len(auto.functions) == 1
+
+
+def test_dynamic_false_traces_every_shape():
+    f = ember.compile(lambda x: x * 2, dynamic=False)
+    for n in (2, 3, 4):
+        f(ember.ones(n))
+    assert f._compiled.automatic is None and f._compiled.function.stats.traces == 3
+
+
+def test_a_size_the_python_branches_on_falls_back_to_static_traces():
+    def f(x):
+        if x.shape[1] > 10:  # (undecidable for a symbolic size: static traces instead)
+            return x * 3
+        return x + 1
+
+    c = ember.compile(f)
+    for n, expected in ((5, 2.0), (12, 3.0), (7, 2.0), (30, 3.0)):
+        assert c(ember.ones(2, n))[0, 0].item() == expected
+    assert c._compiled.automatic.failed
+
+
+def test_mark_dynamic_and_mark_static_hints():
+    c = ember.compile(lambda x: x.sum(dim=1))
+    x = ember.ones(3, 4)
+    ember._dynamo.mark_dynamic(x, 1)
+    c(x)
+    assert c._compiled.function.stats.traces == 0  # (symbolic from the first call)
+    for n in (5, 6):
+        assert c(ember.ones(3, n)).tolist() == [float(n)] * 3
+    assert sum(f.stats.traces for f in c._compiled.automatic.functions.values()) == 1
+
+    s = ember.compile(lambda x: x.sum(dim=1))
+    for n in (4, 5, 6):
+        y = ember.ones(3, n)
+        ember._dynamo.mark_static(y, 1)
+        assert s(y).tolist() == [float(n)] * 3
+    assert not s._compiled.automatic.functions  # (a static trace per size)
+
+
+def test_equal_varying_sizes_share_a_symbol():
+    def masked_mean(ids, mask):  # (B, T) ids and their (B, T) mask: combined, same T
+        return (ids.float() * mask).sum(dim=1) / mask.sum(dim=1)
+
+    c = ember.compile(masked_mean)
+    for b, t in ((2, 5), (3, 7), (2, 9), (4, 4), (3, 11)):
+        ids = ember.randint(1, 9, (b, t))
+        mask = (ember.rand(b, t) > 0.3).float()
+        mask[:, 0] = 1.0
+        np.testing.assert_allclose(
+            c(ids, mask).numpy(), masked_mean(ids, mask).numpy(), rtol=1e-6
+        )
+    assert not c._compiled.automatic.failed
+    # (B and T equal in one call: another symbol pattern, its own trace)
+    assert len(c._compiled.automatic.functions) == 2
+
+
+def test_an_error_of_the_program_is_raised_not_hidden():
+    c = ember.compile(lambda x, y: x + y)
+    c(ember.ones(2, 3), ember.ones(2, 3))
+    c(ember.ones(4, 3), ember.ones(4, 3))
+    with pytest.raises(ember.EmberError):
+        c(ember.ones(5, 3), ember.ones(6, 3))  # (the symbolic trace's error, then static's)
