@@ -116,9 +116,7 @@ def test_equal_varying_sizes_share_a_symbol():
         ids = ember.randint(1, 9, (b, t))
         mask = (ember.rand(b, t) > 0.3).float()
         mask[:, 0] = 1.0
-        np.testing.assert_allclose(
-            c(ids, mask).numpy(), masked_mean(ids, mask).numpy(), rtol=1e-6
-        )
+        np.testing.assert_allclose(c(ids, mask).numpy(), masked_mean(ids, mask).numpy(), rtol=1e-6)
     assert not c._compiled.automatic.failed
     # (B and T equal in one call: another symbol pattern, its own trace)
     assert len(c._compiled.automatic.functions) == 2
