@@ -110,6 +110,7 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MASK __mmask16
 #define SET1 _mm512_set1_ps
 #define LOAD _mm512_loadu_ps
+#define STOREU _mm512_storeu_ps
 #define ADD _mm512_add_ps
 #define CMP _mm512_cmp_ps_mask
 #define MOV _mm512_mask_mov_ps
@@ -125,6 +126,7 @@ static int strided_runs_of(const long *off, long nj, long *start, long *len, lon
 #define MASK __mmask8
 #define SET1 _mm512_set1_pd
 #define LOAD _mm512_loadu_pd
+#define STOREU _mm512_storeu_pd
 #define ADD _mm512_add_pd
 #define CMP _mm512_cmp_pd_mask
 #define MOV _mm512_mask_mov_pd
@@ -161,7 +163,9 @@ static inline void copy_run(T *restrict dst, const S *restrict from, long n) {
     STORE(dst + t, keep, widen(_mm256_maskz_loadu_epi16(keep, from + t)));
   }
 #elif HAVE_MASKS
-  for (long t = 0; t < n; t += VL) {
+  long t = 0;
+  for (; t + VL <= n; t += VL) STOREU(dst + t, LOAD(from + t));
+  if (t < n) {
     MASK keep = lanes(n - t);
     STORE(dst + t, keep, MLOAD(keep, from + t));
   }
@@ -176,9 +180,10 @@ static inline void copy_evens(T *restrict dst, const S *restrict from, long n) {
 #if HAVE_MASKS && !HALF
   for (long t = 0; t < n; t += VL) {
     long used = 2 * (n - t < VL ? n - t : VL) - 1;
-    V lo = MLOAD(lanes(used), from + 2 * t);
+    V lo = used >= VL ? LOAD(from + 2 * t) : MLOAD(lanes(used), from + 2 * t);
     V hi = MLOAD(used > VL ? lanes(used - VL) : (MASK)0, from + 2 * t + VL);
-    STORE(dst + t, lanes(n - t), EVENS(lo, hi));
+    if (n - t >= VL) STOREU(dst + t, EVENS(lo, hi));
+    else STORE(dst + t, lanes(n - t), EVENS(lo, hi));
   }
 #else
   for (long t = 0; t < n; t++) dst[t] = LD(from[2 * t]);
@@ -400,9 +405,12 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
   for (long t = 0; t < n; t += VL) {
     MASK keep = n - t >= VL ? (MASK)~0 : (MASK)((1u << (n - t)) - 1);
     V v = ADD(LOAD(from + t), bias);
-    if (res) v = ADD(v, MLOAD(keep, res + t));
+    /* (whole vectors unmasked: masked loads of the residual measured slower than plain ones
+       on AMD Zen 5, benchmarks/conv_epilogue_stores.py; only a run's tail is masked) */
+    if (res) v = ADD(v, n - t >= VL ? LOAD(res + t) : MLOAD(keep, res + t));
     if (clamp) v = clamp_vec(v, clamp);
-    STORE(to + t, keep, v);
+    if (n - t >= VL) STOREU(to + t, v);
+    else STORE(to + t, keep, v);
     if (mask)
       _mm_mask_storeu_epi8(mask + t, keep, _mm_maskz_mov_epi8(mask_vec(v, zero, clamp), ones));
   }
@@ -600,6 +608,13 @@ static void fwd_panels(void *ctx, long lo, long hi) {
         S *base = f->out + co * f->chan;
         const S *res = f->res ? f->res + co * f->chan : 0;
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
+        /* (the residual's runs lie a plane apart per channel, more streams than the hardware
+           prefetchers follow: each run's loads would wait on memory, so the next block of MR
+           channels' runs are fetched while this one stores) */
+        if (res && co + MR < f->cout)
+          for (int i = 0; i < r->d_count; i++)
+            for (long e = 0; e < r->d_len[i] * r->d_step[i]; e += 64 / (long)sizeof(S))
+              __builtin_prefetch(res + MR * f->chan + r->d_first[i] + e, 0, 3);
         for (int i = 0; i < r->d_count; i++) {
           if (r->d_step[i] == 1)
             store_run(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, f->clamp,
