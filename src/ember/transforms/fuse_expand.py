@@ -52,9 +52,8 @@ def expand_per_reader(graph, reads) -> bool:
     """Give each reader of an expansion (see the module docstring) after the first for which
     ``reads(node, value)`` holds (a node a fused loop can compute over ``value``'s shape:
     elementwise or a reduction it may end in) its own copy of the expansion, placed just before
-    that reader. Returns whether
-    the graph changed. Every reader must be such a node: one that needs the value stored (a
-    product) keeps it stored, and the copies would save nothing."""
+    that reader. Returns whether the graph changed. Every reader must be such a node: one that
+    needs the value stored (a product) keeps it stored, and the copies would save nothing."""
     expansions = _expansions(graph)
     changed = False
     # the outermost expansions first: their copies bring copies of the inner ones
