@@ -500,6 +500,13 @@ def _checked_cast(fast):
     return call
 
 
+def _log_softmax_reference(x, axis, dtype=None):
+    """ops/softmax.py's NumPy kernel, of x widened to ``dtype`` (a NumPy dtype) when given."""
+    return _log_softmax_kernel(
+        x, axis=axis, dtype=None if dtype is None else ember.dtypes.as_dtype(dtype)
+    )
+
+
 def _checked_softmax(fast, reference):
     """A kernels/csoftmax.py kernel checked against the NumPy kernel of ops/softmax.py: the
     same arithmetic but for the C library's exp and the order of each row's sum, so within
@@ -943,6 +950,6 @@ def generated_code_equals_the_interpreter(process_switches_unchanged, monkeypatc
         monkeypatch,
         csoftmax,
         "log_softmax",
-        _checked_softmax(csoftmax.log_softmax, lambda x, axis: _log_softmax_kernel(x, axis=axis)),
+        _checked_softmax(csoftmax.log_softmax, _log_softmax_reference),
     )
     yield

@@ -185,12 +185,12 @@ def test_levels_select_pipelines():
     assert passes_for(0) == [] and passes_for("O0") == []
     assert {p.name for p in passes_for(1)} == {"fold", "cse", "dce"}
     assert {p.name for p in passes_for("O2")} == {
-        "fold", "fold_affine", "simplify", "scatter_masks", "cse", "dce",
+        "fold", "fold_affine", "simplify", "scatter_masks", "widened_reads", "cse", "dce",
     }  # fmt: skip
     o3 = [p.name for p in passes_for(3)]
     assert o3 == [
         "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "patterns",
-        "scatter_masks", "cse", "dce", "fuse", "epilogue", "schedule",
+        "scatter_masks", "widened_reads", "cse", "dce", "fuse", "epilogue", "schedule",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="opt_level must be one of"):
         passes_for(7)
@@ -213,15 +213,15 @@ def test_compile_returns_pass_statistics_without_running():
     np.testing.assert_array_equal(model.weight.detach().numpy(), weight)  # compiled, not run
     assert model.weight.grad is None
     names = [s.name for s in program.pass_stats]
-    assert names[:9] == [
+    assert names[:10] == [
         "unroll", "fold", "fold_affine", "fold_affine_inputs", "simplify", "patterns",
-        "scatter_masks", "cse", "dce",
+        "scatter_masks", "widened_reads", "cse", "dce",
     ]  # fmt: skip
     # a training step's late passes run after the exact ones have settled and its casts were
     # recomputed (capture/compile.py, transforms/cheap_remat.py)
     late = names.index("fuse")
-    assert "fuse" not in names[:9] and names[late + 1] == "epilogue"
-    assert set(names[9:late]) <= set(names[:9])
+    assert "fuse" not in names[:10] and names[late + 1] == "epilogue"
+    assert set(names[10:late]) <= set(names[:10])
     first, last = program.pass_stats[0], program.pass_stats[-1]
     assert first.nodes_before > last.nodes_after and all(s.seconds >= 0 for s in program.pass_stats)
     assert "->" in str(first)

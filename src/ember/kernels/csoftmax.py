@@ -13,7 +13,9 @@ below the smallest normal number (taken as 0).
 
 Half precision (bfloat16, float16) is read and written in 16 bits and computed as float32 is:
 each row's shifted values and exponentials in a float row of the thread's, each result
-rounded once (equal to the float32 kernel on widened copies).
+rounded once (equal to the float32 kernel on widened copies); log_softmax of 16-bit values
+widened to float32 (``dtype``) reads them in 16 bits and writes float32: the float32 kernel's
+bits on the widened copy it never makes.
 
 `softmax(x, safe, axis)` and `log_softmax(x, axis)` return None where they do not apply (no
 compiler, a dtype other than those above, an empty array) and the caller runs NumPy.
@@ -43,9 +45,12 @@ __attribute__((simd("notinbranch"))) T EXP(T);
 #define LD(v) (v)
 #define ST(v) (v)
 #endif
+#ifndef SI /* the input's storage: S, or 16 bits LD widens where the result is T itself */
+#define SI S
+#endif
 #include <stdlib.h>
 
-struct job { const S *x; S *y; long n; int safe, log_form; };
+struct job { const SI *x; S *y; long n; int safe, log_form; };
 
 /* The exponentials of the shifted row are taken as 0 below e^LOWEST (e^-80 in float: 1e-35
    beside the largest term, 1): the vector exp leaves its fast path for such arguments, and a
@@ -60,7 +65,7 @@ static void rows(void *job_, long lo, long hi) {
   if (!row) abort();
 #endif
   for (long r = lo; r < hi; r++) {
-    const S *x = j->x + r * n;
+    const SI *x = j->x + r * n;
 #if HALF
     T *y = row;
     S *out = j->y + r * n;
@@ -116,7 +121,7 @@ static void rows(void *job_, long lo, long hi) {
    values, and each of its `inner` columns is a softmax of n values; the passes run along the
    rows (memory order), one column per vector lane, the columns' maxima and sums in rows of
    `inner` values. */
-struct cjob { const S *x; S *y; long n, inner; int safe, log_form; };
+struct cjob { const SI *x; S *y; long n, inner; int safe, log_form; };
 
 static void blocks(void *job_, long lo, long hi) {
   const struct cjob *j = job_;
@@ -130,7 +135,7 @@ static void blocks(void *job_, long lo, long hi) {
   if (!block) abort();
 #endif
   for (long b = lo; b < hi; b++) {
-    const S *x = j->x + b * n * m;
+    const SI *x = j->x + b * n * m;
 #if HALF
     T *y = block;
     S *out = j->y + b * n * m;
@@ -141,7 +146,7 @@ static void blocks(void *job_, long lo, long hi) {
 #endif
     for (long i = 0; i < m; i++) top[i] = -INFINITY, nan[i] = 0, total[i] = 0;
     for (long k = 0; k < n; k++) {
-      const S *row = x + k * m;
+      const SI *row = x + k * m;
 #pragma omp simd
       for (long i = 0; i < m; i++) {
         T v = LD(row[i]);
@@ -155,7 +160,7 @@ static void blocks(void *job_, long lo, long hi) {
       top[i] = shift;
     }
     for (long k = 0; k < n; k++) {
-      const S *row = x + k * m;
+      const SI *row = x + k * m;
       T *to = y + k * m;
 #pragma omp simd
       for (long i = 0; i < m; i++) {
@@ -174,7 +179,7 @@ static void blocks(void *job_, long lo, long hi) {
       }
       for (long i = 0; i < m; i++) total[i] = LOG(total[i]);
       for (long k = 0; k < n; k++) {
-        const S *row = x + k * m;
+        const SI *row = x + k * m;
 #pragma omp simd
         for (long i = 0; i < m; i++) PUT(k * m + i, (LD(row[i]) - top[i]) - total[i]);
       }
@@ -203,7 +208,7 @@ static void blocks(void *job_, long lo, long hi) {
   free(nan);
 }
 
-void ember_softmax(const S *x, S *y, long count, long n, long inner, int safe, int log_form,
+void ember_softmax(const SI *x, S *y, long count, long n, long inner, int safe, int log_form,
                    ember_pool pool) {
   if (inner > 1) {
     struct cjob j = {x, y, n, inner, safe, log_form};
@@ -228,17 +233,25 @@ _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 
 
 @functools.cache
-def _function(dtype: np.dtype):
-    """(ember_softmax, the pool) for ``dtype``, or None (no compiler, or the build failed)."""
+def _function(dtype: np.dtype, out: np.dtype | None = None):
+    """(ember_softmax, the pool) for ``dtype`` (a result of dtype ``out``: float32 from half
+    precision, or ``dtype``), or None (no compiler, or the build failed)."""
     from . import ccompile, cpool
 
     if dtype not in _TYPES or not ccompile.compiler_available():
+        return None
+    widened = out is not None and out != dtype
+    if widened and not (dtype in chalf.NAMES and out == np.dtype(np.float32)):
         return None
     c_type, exp, log, lowest = _TYPES[dtype]
     source = (
         f"#define T {c_type}\n#define EXP {exp}\n#define LOG {log}\n#define LOWEST ({lowest})\n"
     )
-    if dtype in chalf.NAMES:
+    if widened:  # 16 bits read and widened, the float32 kernel's arithmetic and result
+        load = f"{chalf.NAMES[dtype]}_load"
+        source = chalf.CONVERT + f"#define SI uint16_t\n#define LD(v) {load}(v)\n" + source
+        source += "#define HALF 0\n#define S T\n#define ST(v) (v)\n"
+    elif dtype in chalf.NAMES:
         source = chalf.storage_defines(dtype) + source
     source += _SOURCE
     args = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 3 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
@@ -246,16 +259,17 @@ def _function(dtype: np.dtype):
     return None if found is None else (found["ember_softmax"], cpool.parallel_for())
 
 
-def _run(x: np.ndarray, safe: bool, log_form: bool, axis: int) -> np.ndarray | None:
+def _run(x: np.ndarray, safe: bool, log_form: bool, axis: int, out=None) -> np.ndarray | None:
     if x.ndim == 0 or x.size == 0:
         return None
     axis = axis % x.ndim
-    found = _function(x.dtype)
+    out = x.dtype if out is None else np.dtype(out)
+    found = _function(x.dtype, out if out != x.dtype else None)
     if found is None:
         return None
     fn, pool = found
     x = np.ascontiguousarray(x)
-    y = np.empty_like(x)
+    y = np.empty(x.shape, out)
     n = x.shape[axis]
     inner = math.prod(x.shape[axis + 1 :])
     count = x.size // (n * inner)
@@ -268,6 +282,7 @@ def softmax(x: np.ndarray, safe: bool = False, axis: int = -1) -> np.ndarray | N
     return _run(x, safe, False, axis)
 
 
-def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray | None:
-    """log_softmax along ``axis``, or None (see the module docstring)."""
-    return _run(x, False, True, axis)
+def log_softmax(x: np.ndarray, axis: int = -1, dtype=None) -> np.ndarray | None:
+    """log_softmax along ``axis`` (of ``x`` widened to ``dtype``: float32 from half
+    precision, read in 16 bits, never copied), or None (see the module docstring)."""
+    return _run(x, False, True, axis, dtype)

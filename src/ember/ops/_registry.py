@@ -108,6 +108,8 @@ class OpDef:
     identity: Any = None  # Identity
     noop: Callable[..., bool] | None = None
     remat_free: bool = False  # recomputed in a training step's backward (transforms/cheap_remat.py)
+    widening: Callable[..., Any] | None = None  # (in_type, attrs) -> DType | None (_rules.py)
+    reads_widened: Callable[..., Any] | None = None  # (attrs, in_type, DType) -> attrs | None
     compose: Callable[..., Any] | None = None
     broadcast: bool = False
     aliases: bool = False

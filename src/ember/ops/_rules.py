@@ -122,6 +122,12 @@ Transforms
   captured training step recomputes its result for the backward's readers rather than keep it
   from the forward, where that plans a lower peak (transforms/cheap_remat.py): a 16-bit cast
   of a float32 parameter, alive anyway, is made again for the input's gradient.
+* ``widening(in_type, attrs) -> DType | None``: the op converts its one operand exactly to
+  the wider floating dtype it returns (a cast from bfloat16 to float32), else None.
+* ``reads_widened(attrs, in_type, dtype) -> attrs | None``: with these attributes the op reads
+  operand 0 of ``in_type`` itself and computes what it computes on that operand's exact
+  widening to ``dtype`` (log_softmax's ``dtype``: a 16-bit input read as float32, never
+  copied), else None; transforms/widened_reads.py folds a `widening` operand into it.
 * ``broadcast``: the op only broadcasts its input (an elementwise reader may read the input).
 * ``selects``: `Select` pairs: the result's element is, element by element, operand
   ``value``'s or operand ``fill``'s, chosen by the other operands, with no arithmetic (where).

@@ -58,6 +58,14 @@ def _cast_vjp(c, g):
     return (cast(g, src),)
 
 
+def _widening(x, *, dtype):
+    """The wider float dtype a cast converts ``x`` to exactly, else None."""
+    exact = x.dtype.is_floating_point and dtype.is_floating_point and x.dtype is not dtype
+    if exact and not x.dtype.float8 and not dtype.float8:
+        return dtype if np.can_cast(x.dtype.np, dtype.np, "safe") else None
+    return None
+
+
 def _onnx_cast(e):
     return e.cast(e.inputs[0], e.attrs["dtype"])
 
@@ -80,6 +88,7 @@ _CAST = register(
         noop=lambda x, *, dtype: x.dtype is dtype,
         compose=_compose_casts,
         remat_free=True,  # one read and one write: recomputed rather than kept (_rules.py)
+        widening=_widening,
         complex=Complex.GRADIENT,
         c="(({T})({0}))",  # fused only among float and bool types, where C agrees
     )

@@ -117,8 +117,45 @@ def _gather_fast(x, index, *, axis):
 
 def _gather_vjp(c, g):
     index = c.inputs[1]
+    axis = c.attrs["axis"]
+    if building_graph() and _picks_one_per_row(c.in_types[0], index, g, axis):
+        return _one_hot_grad(c.in_types[0], index, g, axis), None
     zeros = E.zeros(c.in_types[0].shape, dtype=g.dtype)
-    return apply(_SCATTER_ADD, zeros, index, g, axis=c.attrs["axis"]), None
+    return apply(_SCATTER_ADD, zeros, index, g, axis=axis), None
+
+
+# class positions compared in float32 are exact below this count
+_EXACT_POSITIONS = 2**24
+
+
+def _picks_one_per_row(x_type, index, g, axis) -> bool:
+    """Whether the gather picks one element per row along ``axis`` of a float tensor of its
+    own extent elsewhere (cross-entropy's pick of each target's log-probability), with static
+    sizes: its adjoint is then a select against the positions along ``axis``."""
+    shape = tuple(x_type.shape)
+    if not all(isinstance(d, int) for d in shape) or not g.dtype.is_floating_point:
+        return False
+    axis = axis % len(shape) if shape else 0
+    want = shape[:axis] + (1,) + shape[axis + 1 :]
+    return bool(shape) and tuple(index.shape) == want and 0 < shape[axis] < _EXACT_POSITIONS
+
+
+def _one_hot_grad(x_type, index, g, axis):
+    """``scatter_add(zeros, index, g)`` for one index per row, as ``where(position == index, g
+    + 0, 0)``: the same values bit for bit (the zeros' +0.0 added, so a -0.0 gradient gives
+    +0.0 as the scatter's sum does), and elementwise, so a graph's fused loops compute it where
+    it is read instead of holding a dense tensor of mostly zeros (the logits' gradient of a
+    cross-entropy over many classes). The forward gather checked the indices' range; negative
+    ones count from the end, as there."""
+    shape = tuple(x_type.shape)
+    axis = axis % len(shape)
+    n = shape[axis]
+    wrapped = E.where(E.lt(index, 0), E.add(index, n), index)
+    positions = E.reshape(
+        E.arange(n, dtype=dt.float32), (1,) * axis + (n,) + (1,) * (len(shape) - axis - 1)
+    )
+    picked = E.eq(E.cast(wrapped, dt.float32), positions)
+    return E.where(picked, E.add(g, 0.0), E.zeros((), dtype=g.dtype))
 
 
 def _onnx_gather(e):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from .. import dtypes as dt
+from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
@@ -31,6 +32,7 @@ from ._util import (
 )
 
 _HALF = (np.dtype(np.float16), np.dtype("bfloat16"))
+_NARROW = (dt.bfloat16, dt.float16)  # what log_softmax's ``dtype`` widens (to float32)
 _C_TYPES = (np.dtype(np.float32), np.dtype(np.float64), *_HALF)  # kernels/csoftmax.py's
 
 
@@ -67,9 +69,11 @@ def _softmax_fast(x, *, axis, safe):  # (any axis, half precision too: kernels/c
     return csoftmax.softmax(x, safe=safe, axis=axis) if x.ndim else None
 
 
-def _log_softmax_fast(x, *, axis):
+def _log_softmax_fast(x, *, axis, dtype=None):
     from ..kernels import csoftmax
 
+    if dtype is not None and dtype.np != x.dtype:  # (16 bits read as float32: widened)
+        return csoftmax.log_softmax(x, axis=axis, dtype=dtype.np) if x.ndim else None
     return csoftmax.log_softmax(x, axis=axis) if x.ndim else None
 
 
@@ -86,7 +90,9 @@ def _softmax_kernel(x, *, axis, safe):
     return np.ascontiguousarray(e.astype(x.dtype, copy=False))
 
 
-def _log_softmax_kernel(x, *, axis):
+def _log_softmax_kernel(x, *, axis, dtype=None):
+    if dtype is not None:
+        x = x.astype(dtype.np, copy=False)
     if x.ndim == 0:
         return np.zeros_like(x)
     if x.size == 0:
@@ -119,8 +125,9 @@ def _forward_workspace(node, layouts) -> int:
     elsewhere the NumPy kernels' (`_workspace`)."""
     x = node.inputs[0]
     native = x.dtype.np in _C_TYPES and x.ndim and all(isinstance(d, int) for d in x.shape)
+    widened = node.outputs[0].dtype != x.dtype  # (log_softmax's ``dtype``)
     if not (native and c_runs()):
-        return _workspace(node, layouts)
+        return _workspace(node, layouts) + (value_bytes(node.outputs[0]) if widened else 0)
     return 0 if layouts.contiguous(x) else value_bytes(x)
 
 
@@ -140,8 +147,30 @@ def _log_softmax_vjp(c, g):
         return (E.zeros_like(g),)
     axis = c.attrs["axis"]
     if not building_graph():
-        return (apply(LOG_SOFTMAX_BACKWARD, y, g, axis=axis),)
-    return (g - E.exp(y) * E.sum(g, axis, keepdim=True),)
+        dx = apply(LOG_SOFTMAX_BACKWARD, y, g, axis=axis)
+    else:
+        dx = g - E.exp(y) * E.sum(g, axis, keepdim=True)
+    return (E.cast(dx, c.in_types[0].dtype),)  # (widened: the input's gradient, as cast's)
+
+
+def _log_softmax_infer(x, *, axis, dtype=None):
+    require_float("log_softmax", x)
+    if dtype is not None and not (x.dtype in _NARROW and dtype is dt.float32):
+        raise DTypeError(
+            f"log_softmax's dtype widens a bfloat16 or float16 input to float32, got {dtype} "
+            f"for a {x.dtype} input",
+            op="log_softmax",
+        )
+    return TensorType(tuple(x.shape), dtype or x.dtype)
+
+
+def _reads_widened(attrs, source, widened):
+    """log_softmax of a half-precision value (``source``, a TensorType) cast to float32 reads
+    the 16-bit value itself (``dtype``: kernels/csoftmax.py widens each element as it reads
+    it; the same bits)."""
+    if attrs.get("dtype") is not None or widened is not dt.float32 or not source.shape:
+        return None
+    return {**attrs, "dtype": widened} if source.dtype in _NARROW else None
 
 
 # ---- the backward ops: (y, g) -> dx, eagerly one C row pass (kernels/csoftmax_grad.py)
@@ -325,7 +354,10 @@ SOFTMAX = register(
 def _onnx_log_softmax(e):
     if not e.in_types[0].shape:
         return _onnx_scalar_softmax(e, 0)
-    return e.node("LogSoftmax", e.inputs, axis=e.attrs["axis"])
+    x = e.inputs[0]
+    if e.attrs.get("dtype") is not None:  # (widened first, as the kernel computes)
+        x = e.cast(x, e.attrs["dtype"])
+    return e.node("LogSoftmax", [x], axis=e.attrs["axis"])
 
 
 LOG_SOFTMAX = register(
@@ -333,7 +365,7 @@ LOG_SOFTMAX = register(
         name="log_softmax",
         onnx=_onnx_log_softmax,
         kind="nn",
-        infer=_infer("log_softmax"),
+        infer=_log_softmax_infer,
         cached_infer=True,
         kernel=_log_softmax_kernel,
         fast=_log_softmax_fast,
@@ -343,6 +375,8 @@ LOG_SOFTMAX = register(
         save_outputs=(0,),
         batch=_batching.axis_rule("axis"),
         workspace=_forward_workspace,
-        doc="log_softmax(x, axis): x - max - log(sum(exp(x - max))) along axis",
+        reads_widened=_reads_widened,
+        doc="log_softmax(x, axis[, dtype]): x - max - log(sum(exp(x - max))) along axis, of x "
+        "widened to dtype first when given",
     )
 )

@@ -52,15 +52,15 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
         nodes = [
             node
             for node, _ in candidates(graph, forward_nodes(graph, n_user))
-            if node.op.remat_free
+            if _cheap(node) is not None
             and node.name not in tried
             and any(v.name in at_peak for v in node.outputs)
         ]
         inputs = {id(v) for v in graph.inputs}
-        of_inputs = [n.name for n in nodes if all(id(_source(v)) in inputs for v in n.inputs)]
-        others = [[n.name] for n in nodes if n.name not in of_inputs][:MAX_ALONE]
+        of_inputs = [n.name for n in nodes if id(_source(_cheap(n))) in inputs]
+        rest = [n for n in nodes if n.name not in of_inputs]
         kept = None
-        for group in ([of_inputs] if of_inputs else []) + others:
+        for group in ([of_inputs] if of_inputs else []) + _shared(rest) + _alone(rest):
             if trials >= MAX_TRIALS:
                 break
             trials += 1
@@ -75,6 +75,39 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
         done += kept
         tried.update(kept)
     return graph, done
+
+
+def _cheap(node):
+    """The operand ``node`` is recomputed from when it costs next to nothing beside the memory
+    it writes, else None: a ``remat_free`` op's (a cast), or that of an elementwise op reading
+    one such result and 0-d values only (the float32 query's scale after its cast)."""
+    if node.kind != "call":
+        return None
+    if node.op.remat_free:
+        return node.inputs[0] if len(node.inputs) == 1 else None
+    if node.op.kind != "elementwise" or len(node.outputs) != 1:
+        return None
+    wide = [v for v in node.inputs if v.type.shape]
+    if len(wide) != 1 or wide[0].type.shape != node.outputs[0].type.shape:
+        return None
+    inner = wide[0].node
+    if len(wide[0].users) != 1 or inner.kind != "call" or not inner.op.remat_free:
+        return None
+    return _cheap(inner)
+
+
+def _shared(nodes: list) -> list:
+    """Groups of the ``nodes`` recomputed from one value (through views: the query's, key's
+    and value's casts of one projection), tried together: alone, each keeps the whole source
+    alive for what it frees."""
+    by_source: dict = {}
+    for n in nodes:
+        by_source.setdefault(id(_source(_cheap(n))), []).append(n.name)
+    return [names for names in by_source.values() if len(names) > 1]
+
+
+def _alone(nodes: list) -> list:
+    return [[n.name] for n in nodes][:MAX_ALONE]
 
 
 def _source(v):

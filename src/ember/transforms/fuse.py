@@ -65,6 +65,7 @@ from ..types import TensorType
 from .dce import eliminate_dead_code
 from .fusable import HALF as _HALF
 from .fusable import fusable, fusable_dtypes
+from .fuse_expand import expand_per_reader
 
 __all__ = ["FUSE", "fuse_elementwise"]
 
@@ -521,10 +522,18 @@ def _fuse_groups(graph: Graph, groups: list) -> None:
         graph.nodes = graph.topological_order()
 
 
+def _loop_reads(node, value) -> bool:
+    """Whether a fused loop over ``value``'s shape can compute ``node`` (reading ``value``)."""
+    if _reduction(node):
+        return node.inputs[0] is value and _reducible_axes(node)
+    return fusable(node) and node.outputs[0].type.shape == value.type.shape
+
+
 def fuse_elementwise(graph: Graph) -> tuple[Graph, bool]:
+    expanded = expand_per_reader(graph, _loop_reads)
     groups = _grouping(graph)
     _fuse_groups(graph, groups)
-    return graph, bool(groups)
+    return graph, bool(groups) or expanded
 
 
 FUSE = Pass("fuse", fuse_elementwise, level=3, doc="elementwise groups into one compiled loop")

@@ -46,6 +46,7 @@ from .patterns import PATTERNS
 from .scatter_masks import SCATTER_MASKS
 from .simplify import SIMPLIFY
 from .unroll import unroll_loops
+from .widened_reads import WIDENED_READS
 
 __all__ = ["LEVELS", "PASSES", "PassCheckError", "PassStat", "optimize", "passes_for"]
 
@@ -59,6 +60,7 @@ PASSES: tuple[Pass, ...] = (
     SIMPLIFY,
     PATTERNS,
     SCATTER_MASKS,
+    WIDENED_READS,
     CSE,
     DCE,
     FUSE,

@@ -122,7 +122,9 @@ def share_reshaped_copies(graph) -> tuple[Graph, bool]:
     op's ``compose`` rule says applying it to the earlier's result gives the later's (a reshape
     of a reshape is the outer reshape), the later reads the earlier's result instead: a view of
     a contiguous array, one copy fewer alive. Exact by the rule. The opposite of
-    simplification's composition of such chains, so it runs after it, with the late passes."""
+    simplification's composition of such chains, so it runs after it, with the late passes.
+    Only where the earlier copy is still read after the later one: else sharing would hold it
+    from its last reader on, undoing a recomputation's (transforms/cheap_remat.py)."""
     from ..plan.layout import Layouts
 
     layouts = Layouts(graph)
@@ -142,6 +144,10 @@ def share_reshaped_copies(graph) -> tuple[Graph, bool]:
             for later in copies[1:]:
                 first = next(u for u in copies if u.op is later.op)
                 if first is later or not _outer_decides(first, later, v):
+                    continue
+                if max(position[id(u)] for u in first.outputs[0].users) < position[id(later)]:
+                    # first's copy is dead by then: reading it would hold it from its last
+                    # reader to here (a cast recomputed in the backward, held from the forward)
                     continue
                 later.replace_input(v, first.outputs[0])
                 changed = True
