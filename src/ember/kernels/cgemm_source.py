@@ -365,10 +365,12 @@ static T *scratch(size_t bytes) {
 static void pack_a(int ta, const T *a, long lda, long m, long k, T *ap) {
   if (ta) {
     /* op(A)[i][p] = a[p * lda + i]: a group of `steps` rows of a (together half the L1 data
-       cache) dealt panel by panel, each panel's steps one contiguous run. Row by row, each row
-       dealt to every panel, wrote one 32-byte piece per panel, the panels MR * k values apart:
-       all in one cache set, each line evicted before its other half came (a weight gradient's
-       1024 x 1024 packing took a third of the product) */
+       cache) dealt panel by panel, each panel's steps one contiguous run; the group stays in
+       L1 while every panel takes its MR values, so each line of a is still read from memory
+       once (panel by panel over all of k, a weight gradient's long k x m a was read m / MR
+       times over). Row by row, each row dealt to every panel, wrote one 32-byte piece per
+       panel, the panels MR * k values apart: all in one cache set, each line evicted before
+       its other half came (a 1024 x 1024 x.T packing took a third of x.T @ dy's time) */
     long full = m / MR * MR;
     long steps = L1_BYTES / 2 / ((long)sizeof(T) * m) / 2 * 2;
     if (steps < 2) steps = 2;
