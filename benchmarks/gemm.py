@@ -2,6 +2,11 @@
 ``torch.matmul`` and ``np.matmul``, interleaved in one process (medians of many rounds), at 1
 and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N] [--clock auto]``.
 
+The header gives the CPU's float32 multiply-add peak per core, measured (`fma_peak`: twelve
+independent chains of 64-byte vector multiply-adds, which the compiler emits as AVX-512 FMAs
+where the CPU has them, two 256-bit ones each elsewhere), and each row its share of that peak
+times the thread count.
+
 ``--clock``: ``thread`` times the calling thread's CPU time (`time.thread_time`: what other
 processes on a loaded machine take is not counted; one thread only, as it misses a pool's
 other threads), ``wall`` the elapsed time; ``auto`` (the default) is ``thread`` at one thread
@@ -73,6 +78,42 @@ def _watch_weights(cases) -> None:
             cprepack.watch(b.base, [0])
 
 
+_PEAK = r"""
+typedef float vec __attribute__((vector_size(64)));
+/* twelve independent chains (more than an FMA unit's latency times its throughput), distinct
+   starting values so that no two chains are the same computation */
+void ember_fma_peak(long steps, float *sink) {
+  vec x = {0}, y = {0}, c[12];
+  for (int v = 0; v < 16; v++) x[v] = 0.999999f, y[v] = 1e-6f;
+  for (int i = 0; i < 12; i++)
+    for (int v = 0; v < 16; v++) c[i][v] = (float)(i * 16 + v);
+  for (long s = 0; s < steps; s++)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; i++) c[i] = c[i] * x + y;
+  vec t = {0};
+  for (int i = 0; i < 12; i++) t += c[i];
+  *sink = t[0];
+}
+"""
+
+
+def fma_peak() -> float:
+    """float32 FLOP/s of one core's multiply-adds (this thread's CPU time: the best of five)."""
+    import ctypes
+
+    from ember.kernels import ccompile
+
+    fn = ccompile.load(_PEAK, "ember_fma_peak", [ctypes.c_long, ctypes.c_void_p])
+    sink = ctypes.c_float()
+    steps = 2_000_000
+    best = float("inf")
+    for _ in range(5):
+        t = time.thread_time()
+        fn(steps, ctypes.addressof(sink))
+        best = min(best, time.thread_time() - t)
+    return steps * 12 * 16 * 2 / best
+
+
 def median_time(fn, reps, clock=time.perf_counter):
     t = clock()
     for _ in range(reps):
@@ -96,7 +137,8 @@ def main():
     model = next(
         (ln.split(":", 1)[1].strip() for ln in model.splitlines() if "Model name" in ln), "?"
     )
-    print(f"CPU: {model}")
+    peak = fma_peak()
+    print(f"CPU: {model}; float32 FMA peak {peak / 1e9:.0f} GFLOP/s per core (measured)")
     for threads in [int(t) for t in args.threads.split(",")]:
         cpool.set_num_threads(threads)
         torch.set_num_threads(threads)
@@ -138,9 +180,11 @@ def main():
                     times[key].append(median_time(fn, reps, clock))
             stat = np.min if args.stat == "min" else np.median
             e, t, n = (float(stat(times[key])) * 1e6 for key in "etn")
+            share = 100 * flops / e * 1e6 / (peak * threads)
             print(
                 f" {'':10s} {name:34s} {e:9.1f} {t:9.1f} {n:9.1f} {e / t:8.2f}"
-                f"  {flops / e / 1e3:6.0f}GF/s err {err:.1e}"
+                f"  {flops / e / 1e3:6.0f}GF/s {share:4.0f}% of peak"
+                f" err {err:.1e}"
             )
 
 

@@ -25,7 +25,8 @@ held): the one held is the previous calibration's (``calibrate(force=True)``), e
 doing least work (ember's own GEMM rather than the BLAS's, the packed weight rather than a
 kernel that packs it again). Close calls thus keep a stable answer, which either way costs
 little.
-- ``wake_s``: what the pool's wake and join add to a product; ``flops_per_s`` (the large
+- ``wake_s``: what the pool's wake and join add to a product (medians: the typical cost,
+  not the rare call in which another process held a core); ``flops_per_s`` (the large
   product's rate) and ``bytes_per_s`` (`skinny`'s rate reading a large B): sharing a product of
   time T over p threads pays where T (1 - 1/p) > wake_s, which gives the FLOPs and B sizes from
   which `matmul` and `skinny` share their work.
@@ -67,7 +68,8 @@ __all__ = [
     "measure",
 ]
 
-FORMAT_VERSION = 3  # 2: row counts up to PACK_ROWS, and ``packed``; 3: medians, choices held
+FORMAT_VERSION = 4  # 2: row counts up to PACK_ROWS, and ``packed``; 3: medians, choices held;
+# 4: the wake cost a median (files of 3 may hold a mean a loaded machine inflated)
 DTYPES = ("float32", "float64")
 # (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size
 _PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
@@ -277,10 +279,13 @@ def _measure_dtype(functions, dtype, rng, previous=None):
 
 
 def _measure_wake(functions) -> float:
-    """What sharing a tiny batched product over the pool adds to running it alone, on
-    average (the mean keeps the times a busy machine leaves a pool thread waiting for a core,
-    which is what a split then costs). Measured with at least two threads where the machine has
-    two CPUs, whatever the pool's count now (the file serves later processes too)."""
+    """What sharing a tiny batched product over the pool adds to running it alone: the
+    difference of the medians. (The mean was ruled by the few calls in which another process
+    held a core: calibrations of one 2-core machine cached 0.1 to 356 us, the last keeping
+    every product under 150 MFLOP on one thread for as long as the file lived; the median
+    stayed under 1 us at a load of 14 on its 2 cores.) Measured with at least two threads where the
+    machine has two CPUs, whatever the pool's count now (the file serves later processes
+    too)."""
     from . import cpool
 
     before = cpool.get_num_threads()
@@ -304,7 +309,7 @@ def _measure_wake(functions) -> float:
     finally:
         if threads != before:
             cpool.set_num_threads(before)
-    return max(0.0, float(np.mean(shared)) - float(np.mean(alone)))
+    return max(0.0, _median(shared) - _median(alone))
 
 
 def measure(previous: GemmTuning | None = None) -> GemmTuning | None:
