@@ -4,7 +4,10 @@ index_reduce in every mode), linear-algebra and geometric gradients at coinciden
 nn.Module behaviours (shared parameters, keep_vars, assign=True, half/double round trips,
 deleting layers), DataLoader edges (batch samplers, iterable datasets with len, Subset and
 ConcatDataset), and the reprs ``print(model)`` and ``print(optimizer)`` show: an optimizer
-with several parameter groups printed them without PyTorch's blank line between groups.
+with several parameter groups printed them without PyTorch's blank line between groups, and
+distributions printed their parameters' sizes as tuples (``size: (3,)``), their batch and event
+shapes were tuples, and constraints, composed and inverse transforms and mixtures printed
+without their arguments.
 """
 
 import io
@@ -406,12 +409,66 @@ def reprs_zoo(torch, ctx):
     return outs
 
 
+def distribution_reprs(torch, ctx):
+    """print() of distributions, transforms and constraints, and their batch and event
+    shapes, as PyTorch prints them."""
+    D = torch.distributions
+    t = torch.tensor([0.5, 1.0, 2.0])
+    items = [
+        D.Normal(t, t),
+        D.Normal(0.0, 1.0),
+        D.Categorical(logits=torch.zeros(2, 3)),
+        D.Categorical(probs=torch.ones(3) / 3),
+        D.Bernoulli(probs=t / 3),
+        D.Independent(D.Normal(t, t), 1),
+        D.MultivariateNormal(torch.zeros(2), torch.eye(2)),
+        D.Uniform(0.0, t),
+        D.TransformedDistribution(D.Normal(t, t), [D.transforms.TanhTransform()]),
+        D.Dirichlet(t),
+        D.Gamma(t, 1.0),
+        D.Poisson(t),
+        D.OneHotCategorical(probs=t / t.sum()),
+        D.MixtureSameFamily(D.Categorical(logits=t), D.Normal(t, t)),
+        D.transforms.AffineTransform(0.0, 2.0),
+        D.transforms.TanhTransform(),
+        D.transforms.ComposeTransform(
+            [D.transforms.ExpTransform(), D.transforms.SigmoidTransform()]
+        ),
+        D.transforms.ExpTransform().inv,
+        D.constraints.positive,
+        D.constraints.interval(0.0, 1.0),
+        D.constraints.real_vector,
+        torch.Size([2, 3]),
+        torch.device("cpu"),
+        torch.float32,
+        torch.finfo(torch.float32),
+        torch.iinfo(torch.int8),
+        torch.tensor([1.0]).shape,
+        torch.nn.Parameter(torch.zeros(2)).shape,
+    ]
+    out = []
+    for it in items:
+        r = repr(it).replace(torch.__name__ + ".", "torch.")
+        if "object at 0x" in r:
+            r = r.split(" object at")[0]
+        out.append(r)
+    out.append(str(D.Normal(t, t).batch_shape).replace(torch.__name__ + ".", "torch."))
+    out.append(
+        str(D.MultivariateNormal(torch.zeros(2), torch.eye(2)).event_shape).replace(
+            torch.__name__ + ".", "torch."
+        )
+    )
+    out.append(D.Normal(t, t).batch_shape == (3,))
+    return out
+
+
 PROGRAMS = [
     reduction_grads_with_ties,
     linalg_and_misc_grads,
     module_api_edges,
     dataloader_edges,
     reprs_zoo,
+    distribution_reprs,
 ]
 
 

@@ -143,6 +143,9 @@ class _InverseTransform(Transform):
     def log_abs_det_jacobian(self, x, y):
         return -self._inv.log_abs_det_jacobian(y, x)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._inv!r})"
+
 
 class ExpTransform(Transform):
     def __eq__(self, other):  # PyTorch: transforms of one kind are equal
@@ -258,6 +261,9 @@ class ComposeTransform(Transform):
         if self.cache_size == cache_size:
             return self
         return ComposeTransform(self.parts, cache_size=cache_size)
+
+    def __repr__(self) -> str:  # (PyTorch's layout: one part a line)
+        return type(self).__name__ + "(\n    " + ",\n    ".join(map(repr, self.parts)) + "\n)"
 
     def _call(self, x):
         for part in self.parts:
