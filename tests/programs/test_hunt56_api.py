@@ -6,7 +6,10 @@ deleting layers), DataLoader edges (batch samplers, iterable datasets with len, 
 ConcatDataset), and the reprs ``print(model)`` and ``print(optimizer)`` show: an optimizer
 with several parameter groups printed them without PyTorch's blank line between groups, and
 distributions printed their parameters' sizes as tuples (``size: (3,)``), their batch and event
-shapes were tuples, and constraints, composed and inverse transforms and mixtures printed
+shapes were tuples, the linear-algebra factorizations returned ember's own named tuples
+(``SlogdetResult(...)``, ``EighResult(...)``) where PyTorch prints
+``torch.return_types.linalg_slogdet(...)``, ``iinfo`` printed its bounds unformatted, and
+constraints, composed and inverse transforms and mixtures printed
 without their arguments.
 """
 
@@ -462,6 +465,53 @@ def distribution_reprs(torch, ctx):
     return out
 
 
+def printed_values(torch, ctx):
+    """What programs print besides tensors: state_dicts, optimizer state, the named results
+    of max/sort/topk/unique and of the linear-algebra factorizations (torch.return_types'
+    reprs), dtype limits, a packed sequence, shapes and strides."""
+    nn = torch.nn
+    m = ctx.init(nn.Linear(2, 1))
+    out = [repr(m.state_dict())]
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    m(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    out.append(repr(opt.state_dict()))
+    x = ctx.t(np.array([[1.0, 5.0], [3.0, 2.0]], np.float32))
+    A = ctx.t(np.array([[4.0, 1.0], [1.0, 3.0]], np.float32))
+    out += [repr(x.max(1)), repr(torch.sort(x, 1)), repr(x.topk(1)), repr(torch.aminmax(x))]
+    out.append(repr(torch.unique(torch.tensor([1, 2, 1]), return_counts=True)))
+    out.append(repr(torch.histogram(torch.tensor([1.0, 2.0, 1.0]), bins=2)))
+    for r in (
+        torch.linalg.slogdet(x),
+        torch.slogdet(x),
+        x.slogdet(),
+        torch.linalg.eigh(A),
+        torch.linalg.qr(A),
+        torch.qr(A),
+        torch.linalg.svd(A),
+        torch.svd(A),
+        torch.linalg.eig(A),
+        torch.linalg.lstsq(A, x),
+        torch.linalg.lu_factor(A),
+        torch.linalg.inv_ex(A),
+    ):
+        out.append(type(r).__name__)
+        out.append(len(r))
+    out.append(repr(torch.linalg.slogdet(x)))
+    out.append(repr(torch.linalg.eigh(torch.eye(2))))
+    out += [repr(torch.finfo(torch.float32)), repr(torch.finfo(torch.bfloat16))]
+    out += [
+        repr(torch.iinfo(d))
+        for d in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+    ]
+    out.append(
+        repr(torch.nn.utils.rnn.pack_sequence([torch.tensor([1.0, 2.0]), torch.tensor([3.0])]))
+    )
+    out.append(f"{x.dtype} {x.device} {x.shape} {x.requires_grad} {x.T.stride()}")
+    out.append(format(torch.tensor(2.5), ".2f"))
+    return [o.replace(torch.__name__ + ".", "torch.") if isinstance(o, str) else o for o in out]
+
+
 PROGRAMS = [
     reduction_grads_with_ties,
     linalg_and_misc_grads,
@@ -469,6 +519,7 @@ PROGRAMS = [
     dataloader_edges,
     reprs_zoo,
     distribution_reprs,
+    printed_values,
 ]
 
 
