@@ -512,6 +512,117 @@ def printed_values(torch, ctx):
     return [o.replace(torch.__name__ + ".", "torch.") if isinstance(o, str) else o for o in out]
 
 
+def positional_forms(torch, ctx):
+    """Calls written with positional arguments in PyTorch's signature order (including the
+    rarely-named ones: softmax's _stacklevel, cross_entropy's size_average slots), and the
+    tuple/Size/varargs spellings of shape arguments."""
+    F = torch.nn.functional
+    rng = np.random.default_rng(0)
+    x = ctx.t(rng.standard_normal((2, 3, 4, 4)).astype(np.float32), requires_grad=True)
+    w = ctx.t(rng.standard_normal((5, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    y = ctx.t(np.array([1, 0]))
+    idx = ctx.t(np.array([[0, 2], [1, 1]]))
+    outs = [
+        F.interpolate(x, None, 2, "bilinear", False),
+        F.pad(x, [1, 1, 0, 2], "constant", 0.5),
+        F.pad(x, (1, 1, 2, 0), "reflect"),
+        F.conv2d(x, w, None, 1, "same"),
+        F.conv2d(x, w, None, (2, 1), 1, 1, 1),
+        F.layer_norm(x, x.shape[-2:]),
+        F.layer_norm(x, [4], None, None, 1e-3),
+        F.dropout(x, 0.5, False),
+        F.softmax(x, -1, 3, torch.float64),
+        F.log_softmax(x, 1),
+        F.cross_entropy(x.mean((2, 3)), y, None, None, -100, None, "sum", 0.1),
+        F.nll_loss(F.log_softmax(x.mean((2, 3)), 1), y, None, None, 1, None, "mean"),
+        F.embedding(idx, x.flatten(1)[:2, :4].repeat(2, 1), 0),
+        F.max_pool2d(x, 2, 2, 0, 1, False, True)[1],
+        F.max_pool2d(x, 2, 2, 0, 1, True, False),
+        F.avg_pool2d(x, 2, 1, 1, True, False, None),
+        F.batch_norm(x, torch.zeros(3), torch.ones(3), None, None, True, 0.1, 1e-5),
+        F.group_norm(x, 3, None, None, 1e-5),
+        F.gelu(x, approximate="tanh"),
+        F.leaky_relu(x, 0.2, False),
+        F.normalize(x, 2.0, 1, 1e-12),
+        F.cosine_similarity(x, x * 2 + 1, 1, 1e-8),
+        F.mse_loss(x, x * 0.5, None, None, "sum"),
+        F.smooth_l1_loss(x, x * 0.5, None, None, "mean", 0.5),
+        F.adaptive_avg_pool2d(x, 2),
+        F.unfold(x, 2, 1, 0, 2),
+        torch.sum(x, 1, True),
+        torch.max(x, 1, True)[0],
+        x.max(1, True).indices,
+        torch.mean(x, (1, 2), True),
+        torch.std(x, 1, True, True),
+        torch.var(x, (2, 3), False),
+        torch.norm(x, 2, 1, True),
+        torch.topk(x.flatten(1), 2, 1, True, True).values,
+        torch.sort(x.flatten(1), 1, True)[1],
+        torch.cumsum(x, 1, dtype=torch.float64),
+        torch.split(x, 2, 1)[1],
+        torch.chunk(x, 2, 3)[0],
+        torch.gather(x.flatten(1), 1, idx),
+        torch.clamp(x, -0.5, 0.5),
+        torch.where(x > 0, x, 0.0),
+        torch.full((2,), 1.5),
+        torch.arange(0, 10, 3),
+        torch.linspace(0, 1, 5),
+        x.new_zeros(3),
+        x.new_full((2, 2), 7),
+        x.repeat(1, 2, 1, 1),
+        x.sum((2, 3)).expand(-1, 3),
+        x.permute((0, 2, 3, 1)),
+        x.permute(0, 3, 1, 2),
+        x.view(2, -1),
+        x.view((2, -1)),
+        x.view(torch.Size([6, 16])),
+        x.reshape(-1).shape,
+        x.flatten(1),
+        x[:, :1].squeeze(1),
+        x[:, :1, :1].squeeze((1, 2)),
+        x.unsqueeze(-1).shape,
+        x.var(1, unbiased=False),
+        x.var(1, correction=0),
+        x.std(unbiased=False),
+        x.to("cpu", torch.float64),
+        x.to(torch.zeros(1, dtype=torch.float64)),
+        x.type_as(torch.zeros(1, dtype=torch.float64)),
+        x.masked_fill(x > 1, 1.0),
+        torch.einsum("bchw,ochw->bo", x, w[:, :, :2, :2].repeat(1, 1, 2, 2)),
+        torch.einsum("bchw,ochw->bo", [x, w[:, :, :2, :2].repeat(1, 1, 2, 2)]),
+        torch.stack((x, x), 1).shape,
+        torch.cat((x, x), -1).shape,
+        torch.transpose(x, 1, 2),
+        torch.flatten(x, 1, 2),
+        torch.narrow(x, 2, 1, 2),
+        torch.index_select(x, 1, torch.tensor([2, 0])),
+        torch.tensordot(x, w, dims=([1], [1])).shape,
+        torch.matmul(x, x.transpose(-1, -2)),
+        torch.bmm(x.flatten(0, 1), x.flatten(0, 1)),
+        torch.addmm(torch.zeros(2, 2), x.flatten(1)[:, :3], x.flatten(1)[:2, :3].T),
+        torch.diagonal(x, 0, 2, 3),
+        torch.roll(x, 1, 2),
+        torch.tril(x[0, 0], -1),
+        torch.lerp(x, x * 2, 0.3),
+        torch.pow(x, 2),
+        torch.atan2(x, x + 1),
+        torch.logsumexp(x, (2, 3)),
+        torch.amax(x, (2, 3), True),
+        torch.prod(x[:, :, :2, :2], 3),
+        torch.argmax(x, 1, True),
+        torch.count_nonzero(x > 0, (2, 3)),
+        torch.any(x > 2, 1),
+        torch.all(x > -5, 1, True),
+    ]
+    loss = sum(
+        (o.double() ** 2).mean()
+        for o in outs
+        if hasattr(o, "dtype") and o.dtype.is_floating_point and o.requires_grad
+    )
+    loss.backward()
+    return outs + [x.grad, w.grad]
+
+
 PROGRAMS = [
     reduction_grads_with_ties,
     linalg_and_misc_grads,
@@ -520,6 +631,7 @@ PROGRAMS = [
     reprs_zoo,
     distribution_reprs,
     printed_values,
+    positional_forms,
 ]
 
 
