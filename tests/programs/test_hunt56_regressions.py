@@ -73,3 +73,42 @@ def _sigmoid_tail(lib):
 def test_sigmoid_transforms_clamp_at_the_smallest_normal_number():
     for w, g in zip(_sigmoid_tail(torch), _sigmoid_tail(ember)):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=0)
+
+
+def _fully_padded_sample(lib, capture=False):
+    """A batch where one sample's keys are all padding: PyTorch's multi-head attention without
+    weights attends by scaled_dot_product_attention, whose fully masked rows give zeros (and
+    zero gradients); with weights it returns NaN rows, as the plain softmax does."""
+    nn = lib.nn
+    lib.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    x0 = np.random.default_rng(0).standard_normal((3, 4, 8)).astype(np.float32)
+    pad = lib.tensor(np.array([[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]], bool))
+    out = []
+
+    def step(x):
+        a, _ = mha(x, x, x, key_padding_mask=pad, need_weights=False)
+        b = enc(x, src_key_padding_mask=pad)
+        loss = a.sum() + b.sum()
+        loss.backward()
+        return a, b, loss
+
+    x = lib.tensor(x0, requires_grad=True)
+    a, b, loss = (ember.function(step) if capture else step)(x)
+    out += [a, b, loss, x.grad]
+    out += [p.grad for p in list(mha.parameters()) + list(enc.parameters())]
+    with lib.no_grad():
+        mha.eval()
+        out.append(mha(x, x, x, key_padding_mask=pad, need_weights=False)[0])
+        weighted, weights = mha(x, x, x, key_padding_mask=pad)
+        out += [weighted, weights]
+    return [o.detach().numpy() for o in out]
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_attention_without_weights_gives_zeros_for_a_fully_padded_sample(capture):
+    want, got = _fully_padded_sample(torch), _fully_padded_sample(ember, capture)
+    assert np.isfinite(got[2]) and np.isfinite(got[3]).all()
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, equal_nan=True)
