@@ -60,7 +60,8 @@ class iinfo:  # noqa: N801
         self.dtype = d.name
 
     def __repr__(self) -> str:
-        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+        # PyTorch formats the bounds with %g: int32's as -2.14748e+09
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
 
 
 def promote_types(type1, type2) -> dt.DType:

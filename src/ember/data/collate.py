@@ -82,7 +82,17 @@ def _convert(data, where: str):
 
 
 def default_collate(batch):
-    """Merge a list of samples (all with one structure) into a batch."""
+    """Merge a list of samples (all with one structure) into a batch: `collate` with
+    `default_collate_fn_map`, so types a program adds to that map are collated its way, as
+    PyTorch's ``default_collate`` does."""
+    return collate(batch, collate_fn_map=default_collate_fn_map)
+
+
+def collate(batch, *, collate_fn_map: dict | None = None):
+    """PyTorch's ``torch.utils.data._utils.collate.collate``: a sample's leaves are merged by
+    the function ``collate_fn_map`` gives their type (its exact type first, then the first key
+    it is an instance of, in the map's order), each called as ``fn(column,
+    collate_fn_map=collate_fn_map)``; mappings, named tuples, tuples and lists recurse."""
     if not isinstance(batch, collections.abc.Sequence) or isinstance(batch, (str, bytes)):
         raise DTypeError(
             f"expects a list of samples, got {type(batch).__name__}; a DataLoader passes the "
@@ -91,29 +101,35 @@ def default_collate(batch):
         )
     if len(batch) == 0:
         raise ShapeError("cannot collate an empty batch", op=_OP)
-    return _collate(list(batch), "batch")
+    return _collate(list(batch), "batch", collate_fn_map or {})
 
 
-def _collate(samples: list, where: str):
+def _leaf_function(fn_map: dict, elem):
+    fn = fn_map.get(type(elem))
+    if fn is not None:
+        return fn
+    for kind, candidate in fn_map.items():
+        if isinstance(elem, kind):
+            return candidate
+    return None
+
+
+def _collate(samples: list, where: str, fn_map: dict):
     elem = samples[0]
-    if isinstance(elem, Tensor):
-        return _stack_tensors(samples, where)
-    if isinstance(elem, np.ndarray):
-        return _stack_arrays([_as_array(s, where, i) for i, s in enumerate(samples)], where)
-    if isinstance(elem, np.generic) and elem.dtype.kind in "biuf":
-        return Tensor(_stack_arrays([np.asarray(s) for s in samples], where))
-    if isinstance(elem, numbers.Real):
-        return _collate_numbers(samples, where)
-    if isinstance(elem, (str, bytes)):
-        return list(samples)
+    fn = _leaf_function(fn_map, elem)
+    if fn is not None:
+        own = _OWN_LEAVES.get(fn)  # ember's own: told where the column is, for its errors
+        return own(samples, where) if own is not None else fn(samples, collate_fn_map=fn_map)
     if isinstance(elem, collections.abc.Mapping):
-        return _collate_mapping(samples, where)
+        return _collate_mapping(samples, where, fn_map)
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # a named tuple
         columns = _transpose(samples, where)
-        return type(elem)(*(_collate(c, f"{where}.{f}") for c, f in zip(columns, elem._fields)))
+        return type(elem)(
+            *(_collate(c, f"{where}.{f}", fn_map) for c, f in zip(columns, elem._fields))
+        )
     if isinstance(elem, (tuple, list)):
         columns = _transpose(samples, where)
-        merged = [_collate(c, f"{where}[{i}]") for i, c in enumerate(columns)]
+        merged = [_collate(c, f"{where}[{i}]", fn_map) for i, c in enumerate(columns)]
         if isinstance(elem, tuple) or type(elem) is list:
             return merged
         try:  # a list subclass that can be built from a list
@@ -123,12 +139,12 @@ def _collate(samples: list, where: str):
     raise DTypeError(
         f"cannot collate {where} of type {type(elem).__name__}; samples may hold tensors, NumPy "
         "arrays, numbers, strings, and tuples, lists or dicts of those (pass collate_fn= to the "
-        "DataLoader for anything else)",
+        "DataLoader, or add the type to default_collate_fn_map, for anything else)",
         op=_OP,
     )
 
 
-def _stack_tensors(samples: list, where: str):
+def _collate_tensors(samples: list, where: str):
     for i, s in enumerate(samples):
         if not isinstance(s, Tensor):
             raise DTypeError(
@@ -140,6 +156,22 @@ def _stack_tensors(samples: list, where: str):
 
         return stack(samples)
     return _stack_arrays([s.numpy(force=True) for s in samples], where)
+
+
+def _collate_arrays(samples: list, where: str) -> Tensor:
+    return _stack_arrays([_as_array(s, where, i) for i, s in enumerate(samples)], where)
+
+
+def _collate_numpy_scalars(samples: list, where: str):
+    if samples[0].dtype.kind not in "biuf":
+        raise DTypeError(
+            f"{where}: NumPy scalars of dtype {samples[0].dtype} cannot become tensors", op=_OP
+        )
+    return Tensor(_stack_arrays([np.asarray(s) for s in samples], where))
+
+
+def _collate_strings(samples: list, where: str) -> list:
+    return list(samples)
 
 
 def _stack_arrays(arrays: list, where: str) -> Tensor:
@@ -206,7 +238,7 @@ def _transpose(samples: list, where: str) -> list:
     return [list(column) for column in zip(*samples)]
 
 
-def _collate_mapping(samples: list, where: str):
+def _collate_mapping(samples: list, where: str, fn_map: dict):
     elem = samples[0]
     keys = list(elem.keys())
     for i, s in enumerate(samples):
@@ -216,10 +248,47 @@ def _collate_mapping(samples: list, where: str):
                 f"{where}: sample 0 has keys {sorted(map(str, keys))} but sample {i} has {got}",
                 op=_OP,
             )
-    merged = {k: _collate([s[k] for s in samples], f"{where}[{k!r}]") for k in keys}
+    merged = {k: _collate([s[k] for s in samples], f"{where}[{k!r}]", fn_map) for k in keys}
     if type(elem) is dict:
         return merged
     try:  # keep OrderedDict and other dict types that can be built from a dict
         return type(elem)(merged)
     except TypeError:
         return merged
+
+
+def _public(own):
+    """A leaf function with PyTorch's signature, ``fn(batch, *, collate_fn_map=None)``."""
+
+    def fn(batch, *, collate_fn_map=None):
+        return own(list(batch), "batch")
+
+    fn.__name__ = fn.__qualname__ = own.__name__.replace("_collate_", "collate_") + "_fn"
+    return fn
+
+
+collate_tensor_fn = _public(_collate_tensors)
+collate_numpy_array_fn = _public(_collate_arrays)
+collate_numpy_scalar_fn = _public(_collate_numpy_scalars)
+collate_float_fn = _public(_collate_numbers)
+collate_int_fn = _public(_collate_numbers)
+collate_str_fn = _public(_collate_strings)
+_OWN_LEAVES = {
+    collate_tensor_fn: _collate_tensors,
+    collate_numpy_array_fn: _collate_arrays,
+    collate_numpy_scalar_fn: _collate_numpy_scalars,
+    collate_float_fn: _collate_numbers,
+    collate_int_fn: _collate_numbers,
+    collate_str_fn: _collate_strings,
+}
+
+# PyTorch's map, in its order (`_leaf_function` tries the keys in order after the exact type)
+default_collate_fn_map: dict = {
+    Tensor: collate_tensor_fn,
+    np.ndarray: collate_numpy_array_fn,
+    (np.bool_, np.number, np.object_): collate_numpy_scalar_fn,
+    float: collate_float_fn,
+    int: collate_int_fn,
+    str: collate_str_fn,
+    bytes: collate_str_fn,
+}

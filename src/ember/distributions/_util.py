@@ -76,6 +76,17 @@ def finfo_eps(dtype) -> float:
     return float(np.finfo(dtype.np).eps)
 
 
+def finfo_tiny(dtype) -> float:
+    return float(np.finfo(dtype.np).tiny)
+
+
+def clipped_sigmoid(x):
+    """PyTorch's ``_clipped_sigmoid``: the sigmoid kept inside (0, 1), bounded below by the
+    dtype's smallest normal number (not its eps: the small probabilities stay distinct, so a
+    log-density far in the tail is the value's, not eps's) and above by ``1 - eps``."""
+    return x.sigmoid().clamp(min=finfo_tiny(x.dtype), max=1 - finfo_eps(x.dtype))
+
+
 def clamp_probs(probs):
     eps = finfo_eps(probs.dtype)
     return probs.clamp(eps, 1 - eps)

@@ -68,6 +68,10 @@ class _GreaterThan(Constraint):
     def check(self, value):
         return value > self.lower_bound if self.strict else value >= self.lower_bound
 
+    def __repr__(self) -> str:  # (PyTorch's classes: GreaterThan, GreaterThanEq)
+        name = "GreaterThan" if self.strict else "GreaterThanEq"
+        return f"{name}(lower_bound={self.lower_bound})"
+
 
 class _LessThan(Constraint):
     def __init__(self, upper_bound):
@@ -75,6 +79,9 @@ class _LessThan(Constraint):
 
     def check(self, value):
         return value < self.upper_bound
+
+    def __repr__(self) -> str:
+        return f"LessThan(upper_bound={self.upper_bound})"
 
 
 class _Interval(Constraint):
@@ -87,6 +94,10 @@ class _Interval(Constraint):
         upper = value < self.upper_bound if self.half_open else value <= self.upper_bound
         return (value >= self.lower_bound) & upper
 
+    def __repr__(self) -> str:  # (PyTorch's classes: Interval, HalfOpenInterval)
+        name = "HalfOpenInterval" if self.half_open else "Interval"
+        return f"{name}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
 
 class _IntegerInterval(Constraint):
     is_discrete = True
@@ -98,6 +109,11 @@ class _IntegerInterval(Constraint):
     def check(self, value):
         ok = (value % 1 == 0) & (value >= self.lower_bound)
         return ok if self.upper_bound is None else ok & (value <= self.upper_bound)
+
+    def __repr__(self) -> str:  # (PyTorch's classes: IntegerInterval, IntegerGreaterThan)
+        if self.upper_bound is None:
+            return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+        return f"IntegerInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
 
 
 class _Simplex(Constraint):
@@ -149,6 +165,9 @@ class _Independent(Constraint):
         for _ in range(self.reinterpreted_batch_ndims):
             result = result.all(-1)
         return result
+
+    def __repr__(self) -> str:
+        return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
 
 
 class _LowerTriangular(Constraint):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import ArgumentError, ShapeError
 from ..grad_mode import no_grad
+from ..size import Size
 from ._util import ConstraintError, is_eager, is_tensor
 
 __all__ = ["Distribution"]
@@ -57,12 +58,12 @@ class Distribution:
                     )
 
     @property
-    def batch_shape(self) -> tuple:
-        return self._batch_shape
+    def batch_shape(self) -> Size:
+        return Size(self._batch_shape)
 
     @property
-    def event_shape(self) -> tuple:
-        return self._event_shape
+    def event_shape(self) -> Size:
+        return Size(self._event_shape)
 
     def expand(self, batch_shape, _instance=None):
         raise NotImplementedError(f"{type(self).__name__} does not implement expand")
@@ -168,6 +169,6 @@ class Distribution:
         for name in self.arg_constraints:
             if name in self.__dict__ and self.__dict__[name] is not None:
                 value = self.__dict__[name]
-                shown = value if value.numel() == 1 else f"size: {tuple(value.shape)}"
+                shown = value if value.numel() == 1 else value.size()  # (PyTorch's form)
                 params.append(f"{name}: {shown}")
         return f"{type(self).__name__}({', '.join(params)})"

@@ -195,6 +195,11 @@ class MixtureSameFamily(Distribution):
     def support(self):
         return self.component_distribution.support
 
+    def __repr__(self) -> str:  # (PyTorch's layout: each part on its own line)
+        return (
+            f"MixtureSameFamily(\n  {self.mixture_distribution},\n  {self.component_distribution})"
+        )
+
     def _pad(self, x):
         return x.unsqueeze(-1 - self._event_ndims)
 

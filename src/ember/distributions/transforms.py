@@ -5,11 +5,12 @@ are in transforms_extra.py."""
 
 from __future__ import annotations
 
+import copy
 import math
 
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError
 from . import constraints
-from ._util import E, finfo_eps, sum_rightmost
+from ._util import E, clipped_sigmoid, finfo_eps, finfo_tiny, sum_rightmost
 from .continuous import Normal
 from .distribution import Distribution, _shape
 
@@ -31,7 +32,12 @@ def _softplus(x):
 
 class Transform:
     """``y = t(x)``, ``x = t.inv(y)``, ``t.log_abs_det_jacobian(x, y)`` elementwise over
-    ``event_dim`` (summed by `TransformedDistribution`)."""
+    ``event_dim`` (summed by `TransformedDistribution`).
+
+    ``cache_size=1`` keeps the last pair, as PyTorch's: the inverse of the ``y`` a call just
+    returned is that call's ``x`` (the same tensor object), not a recomputation, which matters
+    where the inverse is inexact: a tanh-squashed policy's ``log_prob`` of the action it just
+    drew reads the pre-tanh value, finite where ``atanh`` of a rounded ``+-1`` is not."""
 
     bijective = True
     sign = 1
@@ -39,15 +45,50 @@ class Transform:
     codomain = constraints.real
 
     def __init__(self, cache_size: int = 0):
-        self.cache_size = cache_size
+        if cache_size not in (0, 1):
+            raise ArgumentError(f"cache_size must be 0 or 1, got {cache_size!r}")
+        self._cache_size = cache_size
+        self._cached_x_y = (None, None)
         self.event_dim = getattr(self, "event_dim", 0)
+
+    @property
+    def cache_size(self) -> int:
+        return getattr(self, "_cache_size", 0)  # (a subclass that skipped __init__: none)
 
     @property
     def inv(self):
         return _InverseTransform(self)
 
+    def with_cache(self, cache_size: int = 1):
+        """This transform with another cache size: itself if it has that size, else a copy
+        (sharing its parameters) with an empty cache."""
+        if self.cache_size == cache_size:
+            return self
+        if cache_size not in (0, 1):
+            raise ArgumentError(f"cache_size must be 0 or 1, got {cache_size!r}")
+        new = copy.copy(self)  # (through __getstate__: no cached pair)
+        new._cache_size = cache_size
+        return new
+
     def __call__(self, x):
-        return self._call(x)
+        if self.cache_size == 0:
+            return self._call(x)
+        x_old, y_old = self._cached_x_y
+        if x is x_old:
+            return y_old
+        y = self._call(x)
+        self._cached_x_y = (x, y)
+        return y
+
+    def _inv_call(self, y):
+        if self.cache_size == 0:
+            return self._inverse(y)
+        x_old, y_old = self._cached_x_y
+        if y is y_old:
+            return x_old
+        x = self._inverse(y)
+        self._cached_x_y = (x, y)
+        return x
 
     def _call(self, x):
         raise NotImplementedError
@@ -64,13 +105,18 @@ class Transform:
     def inverse_shape(self, shape):
         return shape
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cached_x_y"] = (None, None)  # (PyTorch's: a pickled transform keeps no pair)
+        return state
+
     def __repr__(self) -> str:
         return type(self).__name__ + "()"
 
 
 class _InverseTransform(Transform):
     def __init__(self, transform: Transform):
-        super().__init__()
+        super().__init__(transform.cache_size)
         self._inv = transform
         self.event_dim = transform.event_dim
         self.domain, self.codomain = transform.codomain, transform.domain
@@ -78,6 +124,15 @@ class _InverseTransform(Transform):
     @property
     def inv(self):
         return self._inv
+
+    def with_cache(self, cache_size: int = 1):
+        return self._inv.with_cache(cache_size).inv
+
+    def __call__(self, x):
+        return self._inv._inv_call(x)  # the forward transform's cache, read backwards
+
+    def _inv_call(self, y):
+        return self._inv(y)
 
     def _call(self, x):
         return self._inv._inverse(x)
@@ -87,6 +142,9 @@ class _InverseTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return -self._inv.log_abs_det_jacobian(y, x)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._inv!r})"
 
 
 class ExpTransform(Transform):
@@ -153,12 +211,10 @@ class SigmoidTransform(Transform):
     codomain = constraints.unit_interval
 
     def _call(self, x):
-        eps = finfo_eps(x.dtype)
-        return x.sigmoid().clamp(eps, 1 - eps)
+        return clipped_sigmoid(x)
 
     def _inverse(self, y):
-        eps = finfo_eps(y.dtype)
-        y = y.clamp(eps, 1 - eps)
+        y = y.clamp(min=finfo_tiny(y.dtype), max=1 - finfo_eps(y.dtype))
         return y.log() - (-y).log1p()
 
     def log_abs_det_jacobian(self, x, y):
@@ -192,13 +248,22 @@ class ComposeTransform(Transform):
     __hash__ = Transform.__hash__
 
     def __init__(self, parts, cache_size: int = 0):
-        self.parts = list(parts)
+        # (PyTorch's: a caching composition caches in each part, where the inverse reads it)
+        self.parts = [p.with_cache(cache_size) for p in parts] if cache_size else list(parts)
         self.event_dim = max((p.event_dim for p in self.parts), default=0)
         super().__init__(cache_size)
 
     @property
     def inv(self):
         return ComposeTransform([p.inv for p in reversed(self.parts)])
+
+    def with_cache(self, cache_size: int = 1):
+        if self.cache_size == cache_size:
+            return self
+        return ComposeTransform(self.parts, cache_size=cache_size)
+
+    def __repr__(self) -> str:  # (PyTorch's layout: one part a line)
+        return type(self).__name__ + "(\n    " + ",\n    ".join(map(repr, self.parts)) + "\n)"
 
     def _call(self, x):
         for part in self.parts:
@@ -223,9 +288,8 @@ class ComposeTransform(Transform):
 class TransformedDistribution(Distribution):
     """``base_distribution`` pushed through ``transforms`` (applied in order). ``log_prob``
     inverts the transforms and subtracts their log-Jacobians; ``rsample`` exists where the base
-    has one. ember caches nothing: ``log_prob`` of a value always inverts (PyTorch may reuse
-    the ``x`` of a sample it just drew, with ``cache_size=1``; that matters only where the
-    inverse is inexact, as ``TanhTransform`` near +-1)."""
+    has one. A transform made with ``cache_size=1`` gives ``log_prob`` of the sample it just
+    drew that sample's ``x`` without inverting (`Transform`)."""
 
     arg_constraints: dict = {}
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from . import constraints
-from ._util import E, broadcast_all, finfo_eps, sum_rightmost
+from ._util import E, broadcast_all, clipped_sigmoid, sum_rightmost
 from .transforms import ComposeTransform, Transform, _softplus
 from .transforms_matrix import (
     CorrCholeskyTransform,
@@ -134,8 +134,7 @@ class StickBreakingTransform(Transform):
     def _call(self, x):
         k = x.shape[-1]
         offset = E.tensor(np.arange(k, 0, -1, dtype=float), dtype=x.dtype)  # k + 1 - cumsum
-        eps = finfo_eps(x.dtype)
-        z = (x - offset.log()).sigmoid().clamp(min=eps, max=1 - eps)
+        z = clipped_sigmoid(x - offset.log())
         z_cumprod = (1 - z).cumprod(-1)
         return _pad_last(z, 0, 1, 1.0) * _pad_last(z_cumprod, 1, 0, 1.0)
 

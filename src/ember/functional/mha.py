@@ -26,7 +26,7 @@ from ..ops.linalg import linear
 from ..ops.pad import pad
 from .attention import without_grad
 from .dropout import dropout
-from .softmax import softmax
+from .softmax import softmax, stable_softmax
 
 _OP = "multi_head_attention_forward"
 
@@ -83,9 +83,14 @@ def attend(
     average_attn_weights: bool = True,
     static_k=None,
     static_v=None,
+    fully_masked_nan: bool = False,
     op: str = _OP,
 ):
-    """Batched (L, N, E) attention: ``(output (L, N, E), weights or None)``."""
+    """Batched (L, N, E) attention: ``(output (L, N, E), weights or None)``. Without weights a
+    fully masked row gives zeros (PyTorch attends by scaled_dot_product_attention there),
+    unless ``fully_masked_nan`` (the module's call PyTorch runs on its fused inference kernel,
+    which gives NaN there, as the softmax with weights does)."""
+    safe = not (need_weights or fully_masked_nan)
     tgt_len, bsz, embed_dim = query.shape
     heads = num_heads
     head_dim = embed_dim // heads
@@ -125,7 +130,7 @@ def attend(
         and static_v is None
     )
     if fused and without_grad(q, k, v, mask, padding):
-        out = _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias, op)
+        out = _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias, safe, op)
         if out is not None:
             return out, None
     if bias_k is not None:  # one extra learned key/value position
@@ -179,7 +184,10 @@ def attend(
     scores = E.matmul(q * math.sqrt(1.0 / head_dim), k.transpose(-2, -1))
     if mask is not None:
         scores = scores + mask
-    weights = softmax(scores, -1)
+    # without weights PyTorch attends by scaled_dot_product_attention, whose fully masked rows
+    # (a sample whose every key is padding) give zeros, not NaN: a NaN there would reach every
+    # parameter's gradient; with weights it takes the plain softmax, NaN rows and all
+    weights = stable_softmax(scores, 2, safe=True) if safe else softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     out = E.matmul(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
@@ -193,7 +201,7 @@ def attend(
     return out, weights
 
 
-def _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias, op):
+def _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias, safe, op):
     """`attend`'s arithmetic as one ``attention`` op where no gradient and no weights are
     wanted: the heads are permuted views of the projections (the kernel reads them in place),
     the masks reshaped to (N, heads, L, S) and added as the composite adds them. None where
@@ -224,7 +232,7 @@ def _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias,
     if mask is not None:
         operands.append(mask)
     scale = math.sqrt(1.0 / head_dim)
-    out = apply(ATTENTION, *operands, scale=scale, causal=False, safe=False)
+    out = apply(ATTENTION, *operands, scale=scale, causal=False, safe=safe)  # (see `attend`)
     out = out.permute(2, 0, 1, 3).reshape(tgt_len * bsz, embed_dim)
     out = linear(out, out_proj_weight, out_proj_bias)
     return out.reshape(tgt_len, bsz, embed_dim)

@@ -8,7 +8,7 @@ copy. ``ember.nn.init`` holds the initialisers; ``ember.nn.utils`` gradient clip
 """
 
 from .._missing import module_getattr as _module_getattr  # noqa: E402
-from . import functional, grad, init, modules, parallel, utils
+from . import common_types, functional, grad, init, modules, parallel, utils
 from .activation import (
     CELU,
     ELU,

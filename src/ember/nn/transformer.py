@@ -1,10 +1,12 @@
 """`TransformerEncoderLayer` and `TransformerEncoder` (PyTorch's submodule names, so state_dicts
 move between the two), plus ``generate_square_subsequent_mask``.
 
-PyTorch's fused fast path is an inference optimisation that does not change results; ember
-always runs the plain composition. Its nested-tensor conversion does change one thing, which
-ember reproduces (`TransformerEncoder._takes_nested_path`): in inference with a padding mask,
-the padded positions of the encoder's output are zeros (before the final norm).
+PyTorch's fused fast path is an inference optimisation that changes results in two places,
+both reproduced while ember always runs the plain composition: its nested-tensor conversion
+(`TransformerEncoder._takes_nested_path`: in inference with a padding mask, the padded
+positions of the encoder's output are zeros, before the final norm), and its fused attention
+kernel, which gives NaN for a sample whose every key is padding where the unfused path gives
+zeros (`MultiheadAttention._pytorch_fused_kernel`).
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ zero pivot, as LAPACK's LU reports it) and a matrix that is not positive-definit
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError, KernelDTypeError, LinAlgError, ShapeError
 from ..types import TensorType
 from . import api as E
@@ -205,9 +204,7 @@ def inverse(input):
 # ------------------------------------------------------------------------------ det, slogdet
 
 
-class SlogdetResult(NamedTuple):
-    sign: object
-    logabsdet: object
+SlogdetResult = return_types.linalg_slogdet  # (PyTorch's torch.return_types.linalg_slogdet)
 
 
 def _slogdet_infer(a):
@@ -261,7 +258,7 @@ def slogdet(A) -> SlogdetResult:
 @export(name="slogdet", method="slogdet")
 def _slogdet(input):
     """``torch.slogdet``: `ember.linalg.slogdet`."""
-    return slogdet(input)
+    return return_types.slogdet(*slogdet(input))
 
 
 @export(method=True)

@@ -15,11 +15,10 @@ solves included, which ember's linalg ops do not take), so it has no second deri
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import DTypeError
 from ..types import TensorType
 from ._autocast import Autocast, autocasts
@@ -118,9 +117,7 @@ EIG_BACKWARD = _linalg_op(
 )
 
 
-class EigResult(NamedTuple):
-    eigenvalues: object
-    eigenvectors: object
+EigResult = return_types.linalg_eig
 
 
 @autocasts(Autocast.FP32)

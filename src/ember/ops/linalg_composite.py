@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -25,11 +25,7 @@ from .spectral import EIGVALSH, PINV, default_tolerances
 # ----------------------------------------------------------------------------------- lstsq
 
 
-class LstsqResult(NamedTuple):
-    solution: object
-    residuals: object
-    rank: object
-    singular_values: object
+LstsqResult = return_types.linalg_lstsq
 
 
 @autocasts(Autocast.FP32)

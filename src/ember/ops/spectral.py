@@ -12,11 +12,10 @@ that is exactly zero there contributes zero rather than NaN.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from .. import dtypes as dt
+from .. import return_types
 from ..errors import ArgumentError, ArgumentTypeError, AutogradError, TraceError
 from ..types import TensorType
 from . import _item_scalars as _items
@@ -127,9 +126,7 @@ QR = _linalg_op(
 )
 
 
-class QRResult(NamedTuple):
-    Q: object
-    R: object
+QRResult = return_types.linalg_qr  # (PyTorch's torch.return_types.linalg_qr)
 
 
 @autocasts(Autocast.FP32)
@@ -148,7 +145,7 @@ def qr(A, mode: str = "reduced") -> QRResult:
 def _qr(input, some: bool = True) -> QRResult:
     """``torch.qr`` (deprecated in PyTorch): ``some=True`` is mode "reduced", False
     "complete"."""
-    return qr(input, "reduced" if some else "complete")
+    return return_types.qr(*qr(input, "reduced" if some else "complete"))
 
 
 # ----------------------------------------------------------------------------- eigh, eigvalsh
@@ -209,9 +206,7 @@ def _uplo(op, UPLO):
     return UPLO
 
 
-class EighResult(NamedTuple):
-    eigenvalues: object
-    eigenvectors: object
+EighResult = return_types.linalg_eigh
 
 
 @autocasts(Autocast.FP32)
@@ -341,10 +336,7 @@ LINALG_SVD = _linalg_op(
 )
 
 
-class SVDResult(NamedTuple):
-    U: object
-    S: object
-    Vh: object
+SVDResult = return_types.linalg_svd
 
 
 @autocasts(Autocast.FP32)
@@ -363,10 +355,7 @@ def svd(A, full_matrices: bool = True, *, driver: str | None = None) -> SVDResul
     return SVDResult(*apply(LINALG_SVD, to_tensor(A), full_matrices=bool(full_matrices)))
 
 
-class OldSVDResult(NamedTuple):
-    U: object
-    S: object
-    V: object
+OldSVDResult = return_types.svd  # (torch.svd's: V, not Vh)
 
 
 @export(name="svd", method="svd")

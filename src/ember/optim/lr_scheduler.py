@@ -44,6 +44,11 @@ __all__ = [
 ]
 
 
+class _LRScheduler(LRScheduler):
+    """PyTorch's older name of the base class, which schedulers written before 2.0 subclass (a
+    subclass rather than an alias, as PyTorch's, so such a class's ``__mro__`` names it)."""
+
+
 class _LambdaScheduler(LRScheduler):
     """Shared by LambdaLR and MultiplicativeLR: one function of the epoch per param group."""
 

@@ -533,13 +533,14 @@ class Optimizer(HookMethods):
         self.state = new_state
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__} ("]
+        # PyTorch's layout: each group opens with a newline and ends its lines with one, so
+        # groups are separated by a blank line; every key but "params" shown (param_names too)
+        text = f"{type(self).__name__} ("
         for i, group in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
-            for key in sorted(k for k in group if k not in ("params", "param_names")):
-                lines.append(f"    {key}: {group[key]}")
-        lines.append(")")
-        return "\n".join(lines)
+            text += f"\nParameter Group {i}\n"
+            for key in sorted(k for k in group if k != "params"):
+                text += f"    {key}: {group[key]}\n"
+        return text + ")"
 
 
 def lerp_(start: Tensor, end: Tensor, weight, near_start: bool | None = None) -> Tensor:

@@ -121,6 +121,7 @@ class MultiheadAttention(Module):
         is_causal: bool = False,
     ) -> tuple:
         batched = query.ndim == 3
+        fused_kernel = self._pytorch_fused_kernel(query, key, value, key_padding_mask, attn_mask)
         _check(
             query.ndim in (2, 3) and key.ndim == query.ndim and value.ndim == query.ndim,
             f"query, key and value must all be 3-D (batched) or 2-D (unbatched), got shapes "
@@ -141,7 +142,14 @@ class MultiheadAttention(Module):
                 "causal attn_mask too (e.g. Transformer.generate_square_subsequent_mask)"
             )
         out, weights = self._attend(
-            query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights
+            query,
+            key,
+            value,
+            key_padding_mask,
+            need_weights,
+            attn_mask,
+            average_attn_weights,
+            fused_kernel,
         )
         if not batched:
             out = out.squeeze(1)
@@ -150,7 +158,39 @@ class MultiheadAttention(Module):
             out = out.transpose(0, 1)
         return out, weights
 
-    def _attend(self, query, key, value, key_padding_mask, need_weights, attn_mask, average):
+    def _pytorch_fused_kernel(self, query, key, value, key_padding_mask, attn_mask) -> bool:
+        """Whether PyTorch runs this call on its fused inference kernel
+        (``_native_multi_head_attention``, its conditions in MultiheadAttention.forward): the
+        same arithmetic but for a fully masked row (a sample whose every key is padding),
+        NaN there where the unfused path without weights gives zeros."""
+        from ...amp import is_autocast_enabled
+        from ...grad_mode import is_grad_enabled
+
+        float_mask = any(
+            m is not None and m.dtype.is_floating_point for m in (attn_mask, key_padding_mask)
+        )
+        params = (self.in_proj_weight, self.in_proj_bias, self.out_proj.weight, self.out_proj.bias)
+        return not (
+            float_mask
+            or query.ndim != 3
+            or query is not key
+            or key is not value
+            or self.training
+            or self.num_heads % 2
+            or not self.batch_first
+            or self.bias_k is not None
+            or self.add_zero_attn
+            or not self._qkv_same_embed_dim
+            or is_autocast_enabled()
+            or (
+                is_grad_enabled()
+                and any(t is not None and t.requires_grad for t in (query, *params))
+            )
+        )
+
+    def _attend(
+        self, query, key, value, key_padding_mask, need_weights, attn_mask, average, fused=False
+    ):
         _check(
             query.shape[-1] == self.embed_dim,
             f"expected an embedding dimension of {self.embed_dim}, got query of shape "
@@ -177,6 +217,7 @@ class MultiheadAttention(Module):
             need_weights=need_weights,
             attn_mask=attn_mask,
             average_attn_weights=average,
+            fully_masked_nan=fused,
             op="MultiheadAttention",
         )
 

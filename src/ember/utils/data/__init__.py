@@ -33,7 +33,7 @@ from ...data import (
     random_split,
 )
 from ...data.distributed import DistributedSampler
-from . import dataloader, dataset, distributed, sampler
+from . import _utils, dataloader, dataset, distributed, sampler
 
 __all__ = [
     "BatchSampler",
