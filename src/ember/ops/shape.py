@@ -210,6 +210,22 @@ def _broadcast_kernel(x, *, shape):
         # no element repeated: a writable view (unit axes in front), as PyTorch's expand, whose
         # result takes in-place writes where no two elements share memory
         return x[(None,) * lead] if lead else x.view()
+    if type(x) is np.ndarray and x.flags.c_contiguous and x.dtype.kind in "biufc":
+        # (repeated elements: read-only) np.broadcast_to's view made in C, over x's own
+        # buffer: its Python layers (an nditer, argument checks) cost most of a small call
+        strides = x.strides
+        view = np.ndarray(
+            shape,
+            x.dtype,
+            x,
+            0,
+            tuple(
+                0 if i < lead or x.shape[i - lead] == 1 else strides[i - lead]
+                for i in range(len(shape))
+            ),
+        )
+        view.flags.writeable = False
+        return view
     return np.broadcast_to(x, shape)  # (repeated elements: read-only)
 
 
