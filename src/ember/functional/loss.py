@@ -16,6 +16,8 @@ loops the passes fuse.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
@@ -54,8 +56,18 @@ def _check_index_target(op: str, x, target) -> None:
         )
 
 
+# signed integer dtypes -> their unsigned twins, whose view of a negative index is past any class
+_UNSIGNED = {np.dtype(t): np.dtype(u) for t, u in ((np.int64, np.uint64), (np.int32, np.uint32))}
+
+
 def _check_class_values(op: str, target, n_classes: int, ignore_index: int) -> None:
-    data = concrete(target)
+    data = getattr(target, "_data", None)
+    if type(data) is np.ndarray:  # (an eager tensor's, as `concrete` reads it)
+        unsigned = _UNSIGNED.get(data.dtype)
+        if unsigned is not None and not (data.view(unsigned) >= n_classes).any():
+            return  # (every index in [0, n_classes): one comparison, the common case)
+    else:
+        data = concrete(target)
     if data is None or data.size == 0:
         return
     bad = (data != ignore_index) & ((data < 0) | (data >= n_classes))

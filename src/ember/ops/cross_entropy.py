@@ -182,8 +182,13 @@ def _fast(x, target, *weight, ignore_index, reduction, smoothing):
     losses, total, total_weight = found
     if reduction == "none":
         return losses
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = total if reduction == "sum" else np.float64(total) / np.float64(total_weight)
+    if reduction == "sum":
+        value = total
+    elif total_weight != 0.0:  # (Python's float division is IEEE's, np.float64's: no errstate)
+        value = total / total_weight
+    else:  # (every target ignored: NaN, as PyTorch)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.float64(total) / np.float64(total_weight)
     return np.asarray(value, dtype=x.dtype)
 
 
