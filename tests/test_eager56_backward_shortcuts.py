@@ -162,3 +162,51 @@ def test_expand_matches_torch_and_stays_read_only():
         e.add_(1.0)  # (repeated elements: PyTorch refuses the write too)
     with pytest.raises(RuntimeError):
         t.add_(1.0)
+
+
+def _layer_grads(lib, xs, ws, bs, program, steps=2):
+    x = lib.tensor(xs, requires_grad=True)
+    w = lib.tensor(ws, requires_grad=True)
+    b = lib.tensor(bs, requires_grad=True)
+    for _ in range(steps):  # (the second backward takes the kept signatures)
+        program(lib, x, w, b).backward()
+    return [t.grad.numpy() for t in (x, w, b)]
+
+
+LAYER_PROGRAMS = [
+    # a 2-d linear layer's bias gradient: the sum's kernel, undispatched; then the ReLU's
+    lambda L, x, w, b: (L.nn.functional.relu(L.nn.functional.linear(x, w, b)) * 1.5).sum(),
+    # 3-d rows: the dispatched sums
+    lambda L, x, w, b: L.nn.functional.linear(x.reshape(2, 3, 4), w, b).relu().pow(2).sum(),
+]
+
+
+@pytest.mark.parametrize("program", LAYER_PROGRAMS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_bias_and_relu_gradients_as_dispatched_and_torch(program, dtype, monkeypatch):
+    xs, ws, bs = _arrays((6, 4), (5, 4), (5,), dtype=dtype, seed=11)
+    xs[0, :2] = np.nan  # (a NaN result passes its gradient through the ReLU, as PyTorch's)
+    got = _layer_grads(ember, xs, ws, bs, program)
+    want = _layer_grads(torch, xs, ws, bs, program)
+    from ember.ops import elementwise, linalg
+
+    monkeypatch.setattr(elementwise, "direct", lambda *a, **k: None)
+    monkeypatch.setattr(linalg, "direct", lambda *a, **k: None)
+    slow = _layer_grads(ember, xs, ws, bs, program)
+    for g, s, t in zip(got, slow, want):
+        np.testing.assert_array_equal(g, s)
+        np.testing.assert_allclose(g, t, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_linear_and_relu_double_backward_match_torch():
+    xs, ws, bs = _arrays((3, 4), (2, 4), (2,), dtype=np.float64, seed=12)
+
+    def second(lib):
+        x, w, b = (lib.tensor(a, requires_grad=True) for a in (xs, ws, bs))
+        y = lib.nn.functional.relu(lib.nn.functional.linear(x, w, b)) ** 2
+        gw, gb = lib.autograd.grad(y.sum(), (w, b), create_graph=True)
+        (gw.pow(2).sum() + gb.pow(2).sum()).backward()
+        return [t.grad.numpy() for t in (x, w, b)]
+
+    for g, t in zip(second(ember), second(torch)):
+        np.testing.assert_allclose(g, t, rtol=1e-12)

@@ -32,7 +32,7 @@ from ._matmul_kernels import (
     small_linear,
 )
 from ._node_names import rename_node
-from ._registry import Cost, OpDef, TensorBase, apply, export, register
+from ._registry import REGISTRY, Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import (
     as_blocks,
     chained_c_step,
@@ -44,7 +44,7 @@ from ._row_blocks import (
     rows_of,
 )
 from ._rules import ChannelWeights, Complex
-from ._unrecorded import direct_product
+from ._unrecorded import direct, direct_product
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -374,8 +374,12 @@ def _linear_vjp(c, g):
     if len(need) == 3:
         gb = None
         if need[2]:  # one reduction over every leading dimension, then fit the bias's shape
-            gb = E.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g
-            gb = E.sum_to(gb, c.in_types[2].shape)
+            if g.ndim == 2 and len(c.in_types[2].shape) == 1:
+                # (nothing recorded, a signature the sum took before: its kernel, undispatched)
+                gb = direct(REGISTRY["sum"], g, axes=(0,), keepdims=False)
+            if gb is None:
+                gb = E.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g
+                gb = E.sum_to(gb, c.in_types[2].shape)
         grads += (gb,)
     return grads
 
