@@ -101,3 +101,28 @@ def test_meta_logits_keep_their_shape_rule():
     x = ember.empty((3, 4), device="meta")
     t = ember.empty(3, dtype=ember.int64, device="meta")
     assert ember.nn.functional.cross_entropy(x, t).is_meta
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_undispatched_backward_is_the_dispatched_one(weighted, monkeypatch):
+    from ember.ops import cross_entropy
+
+    x = _logits((5, 3), np.float32, seed=4)
+    t = np.array([0, 2, -100, 1, 2])
+    w = np.array([0.5, 2.0, 1.0], np.float32)
+
+    def grads():
+        xt = ember.tensor(x, requires_grad=True)
+        kwargs = {"weight": ember.tensor(w)} if weighted else {}
+        for _ in range(2):  # (the second backward takes the kept signature: three operands)
+            ember.nn.functional.cross_entropy(xt, ember.tensor(t), **kwargs).backward()
+        return xt.grad.numpy()
+
+    got = grads()
+    monkeypatch.setattr(cross_entropy, "direct", lambda *a, **k: None)
+    np.testing.assert_array_equal(got, grads())
+    xt = torch.tensor(x, requires_grad=True)
+    kwargs = {"weight": torch.tensor(w)} if weighted else {}
+    for _ in range(2):
+        torch.nn.functional.cross_entropy(xt, torch.tensor(t), **kwargs).backward()
+    np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-6)

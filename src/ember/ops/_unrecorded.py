@@ -96,6 +96,14 @@ def direct(op, *tensors, **attrs):
             return None
         arrays = (a, b)
         key = (a.shape, a.dtype, b.shape, b.dtype)
+    elif n == 3:
+        a = getattr(tensors[0], "_data", None)
+        b = getattr(tensors[1], "_data", None)
+        c = getattr(tensors[2], "_data", None)
+        if type(a) is not _ndarray or type(b) is not _ndarray or type(c) is not _ndarray:
+            return None
+        arrays = (a, b, c)
+        key = (a.shape, a.dtype, b.shape, b.dtype, c.shape, c.dtype)
     else:
         return None
     if attrs:
