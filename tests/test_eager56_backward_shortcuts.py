@@ -210,3 +210,26 @@ def test_linear_and_relu_double_backward_match_torch():
 
     for g, t in zip(second(ember), second(torch)):
         np.testing.assert_allclose(g, t, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "prepare, shape",
+    [
+        (lambda x: x, (6, 4)),  # contiguous: a view (the shortcut)
+        (lambda x: x.t(), (24,)),  # transposed: copied, PyTorch's UnsafeViewBackward0
+        (lambda x: x[:, :4], (16,)),  # strided, copied
+        (lambda x: x.t(), (3, 8)),  # copied
+        (lambda x: x.t().t(), (8, 3)),  # contiguous again
+    ],
+)
+def test_reshape_node_names_and_gradients_match_torch(prepare, shape):
+    (xs,) = _arrays((4, 6), dtype=np.float64, seed=13)
+    results = []
+    for lib in (ember, torch):
+        x = lib.tensor(xs, requires_grad=True)
+        y = prepare(x * 1.0).reshape(shape)
+        (y * lib.arange(y.numel(), dtype=lib.float64).reshape(shape)).sum().backward()
+        results.append((type(y.grad_fn).__name__, x.grad.numpy()))
+    (name, grad), (want_name, want_grad) = results
+    assert name == want_name
+    np.testing.assert_array_equal(grad, want_grad)

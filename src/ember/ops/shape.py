@@ -110,9 +110,12 @@ def reshape(x, *shape):
     x = to_tensor(x)
     shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
     out = apply(RESHAPE, x, shape=shape)
-    if getattr(out, "grad_fn", None) is not None and not _viewable(
-        tuple(x.shape), x.stride(), shape
-    ):
+    if getattr(out, "grad_fn", None) is None:
+        return out
+    data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
+    if type(data) is np.ndarray and data.flags.c_contiguous:
+        return out
+    if not _viewable(tuple(x.shape), x.stride(), shape):
         # (PyTorch copies, then views the copy without checks: the node its history shows)
         return rename_node(out, "UnsafeViewBackward0")
     return out
