@@ -233,3 +233,28 @@ def test_reshape_node_names_and_gradients_match_torch(prepare, shape):
     (name, grad), (want_name, want_grad) = results
     assert name == want_name
     np.testing.assert_array_equal(grad, want_grad)
+
+
+PRODUCT_PROGRAMS = [
+    lambda L, a, b, w: (a @ b).pow(2).sum(),  # batched by batched: the transposes, the products
+    lambda L, a, b, w: (a @ w).pow(2).sum(),  # batched by a matrix: rows folded
+    lambda L, a, b, w: L.nn.functional.linear(a, w.t(), w[0]).pow(2).sum(),  # 3-d+ rows, bias
+    lambda L, a, b, w: (a.permute(0, 1, 3, 2).reshape(2, 3, 20) * 2.0).sum(),  # view VJPs
+]
+
+
+@pytest.mark.parametrize("program", PRODUCT_PROGRAMS)
+def test_product_and_view_gradients_as_dispatched_and_torch(program, monkeypatch):
+    arrays = _arrays((2, 3, 4, 5), (2, 3, 5, 4), (5, 6), dtype=np.float64, seed=14)
+    got = _grads(ember, program, arrays)
+    want = _grads(torch, program, arrays)
+    from ember.ops import linalg, shape
+
+    monkeypatch.setattr(linalg, "direct", lambda *a, **k: None)
+    monkeypatch.setattr(shape, "direct", lambda *a, **k: None)
+    slow = _grads(ember, program, arrays)
+    for g, s, t in zip(got, slow, want):
+        assert (g is None) == (s is None) == (t is None)
+        if g is not None:
+            np.testing.assert_array_equal(g.numpy(), s.numpy())
+            np.testing.assert_allclose(g.numpy(), t.numpy(), rtol=1e-12)

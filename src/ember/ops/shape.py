@@ -19,6 +19,7 @@ from . import api as E
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
+from ._unrecorded import direct
 from ._util import (
     fmt_shape,
     memory_cost,
@@ -88,7 +89,7 @@ RESHAPE = register(
         infer=_reshape_infer,
         cached_infer=True,
         kernel=lambda x, *, shape: x.reshape(shape),
-        vjp=lambda c, g: (reshape(g, c.in_types[0].shape),),
+        vjp=lambda c, g: (_reshape_back(g, c.in_types[0].shape),),
         cost=memory_cost,
         save_inputs=(),
         view=True,
@@ -101,6 +102,13 @@ RESHAPE = register(
         compose=lambda inner, outer, x: dict(outer),
     )
 )
+
+
+def _reshape_back(g, shape):
+    """A reshape's gradient: ``g`` in the input's ``shape``; undispatched where nothing is
+    recorded and reshape took this signature before (ops/_unrecorded.py)."""
+    out = direct(RESHAPE, g, shape=shape) if type(shape) is tuple else None
+    return reshape(g, shape) if out is None else out
 
 
 @export(method=True)
@@ -317,7 +325,9 @@ def _permute_infer(x, *, dims):
 def _permute_vjp(c, g):
     dims = c.attrs["dims"]
     inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
-    return (permute(g, inverse),)
+    # (nothing recorded, a signature permute took before: its kernel, undispatched)
+    out = direct(_PERMUTE, g, dims=inverse)
+    return (permute(g, inverse) if out is None else out,)
 
 
 def _onnx_permute(e):
