@@ -29,7 +29,7 @@ from . import _registry as _reg
 from ._memory_format import lay_out_results
 from ._registry import eager_constant, plain_eager_no_grad
 
-__all__ = ["direct", "direct_product", "direct_sum"]
+__all__ = ["apply_direct", "direct", "direct_product", "direct_sum"]
 
 # the dtypes whose products the primitive takes as they are (float8 is refused by its rule)
 _DIRECT = frozenset(
@@ -125,3 +125,10 @@ def direct(op, *tensors, **attrs):
     if op.view or op.aliases:
         _reg.view_marker[0](op, attrs, tensors, (out,), (hit[1],))
     return out
+
+
+def apply_direct(op, *tensors, **attrs):
+    """``apply(op, *tensors, **attrs)``, by `direct` where it takes the call: a VJP's backward
+    op (gelu's, softmax's), recorded when the backward records (create_graph=True)."""
+    out = direct(op, *tensors, **attrs)
+    return _reg.apply(op, *tensors, **attrs) if out is None else out
