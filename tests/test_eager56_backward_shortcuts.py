@@ -162,3 +162,19 @@ def test_expand_matches_torch_and_stays_read_only():
         e.add_(1.0)  # (repeated elements: PyTorch refuses the write too)
     with pytest.raises(RuntimeError):
         t.add_(1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_scalar_loss_gradient_is_a_fresh_one_every_backward(dtype):
+    (xs,) = _arrays((3,), dtype=np.float64, seed=16)
+    results = []
+    for lib in (ember, torch):
+        x = lib.tensor(xs, dtype=getattr(lib, dtype), requires_grad=True)
+        for _ in range(2):
+            loss = (x * 2.0).sum()
+            # (a hook that scales the implicit gradient in place: the next one is 1 again)
+            loss.register_hook(lambda g: g.mul_(3.0))
+            loss.backward()
+        results.append((str(x.grad.dtype), x.grad.double().numpy()))
+    assert results[0][0].split(".")[-1] == results[1][0].split(".")[-1]
+    np.testing.assert_array_equal(results[0][1], results[1][1])
