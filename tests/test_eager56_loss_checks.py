@@ -126,3 +126,16 @@ def test_undispatched_backward_is_the_dispatched_one(weighted, monkeypatch):
     for _ in range(2):
         torch.nn.functional.cross_entropy(xt, torch.tensor(t), **kwargs).backward()
     np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-6)
+
+
+def test_target_shape_and_dtype_refusals_as_torch():
+    x = _logits((4, 3), np.float32, seed=5)
+    for target, error in [
+        (np.array([0, 1, 2]), ember.errors.ShapeError),  # (N - 1 targets)
+        (np.array([[0], [1], [2], [0]]), ember.errors.ShapeError),  # (N, 1)
+        (np.array([True, False, True, True]), ember.errors.DTypeError),
+    ]:
+        with pytest.raises(error):
+            ember.nn.functional.cross_entropy(ember.tensor(x), ember.tensor(target))
+        with pytest.raises((RuntimeError, ValueError)):
+            torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(target))

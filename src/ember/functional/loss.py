@@ -38,6 +38,15 @@ def _class_dim(x) -> int:
 
 
 def _check_index_target(op: str, x, target) -> None:
+    data, classes = getattr(x, "_data", None), getattr(target, "_data", None)
+    if (
+        type(data) is np.ndarray
+        and type(classes) is np.ndarray
+        and data.ndim == 2
+        and classes.dtype.kind in "iu"
+        and classes.shape == data.shape[:1]
+    ):
+        return  # ((N, C) logits, (N,) integer classes: every check below passes)
     if not (target.dtype.is_integer):
         raise DTypeError(
             f"class-index targets must be an integer tensor, got {target.dtype}; for class "
@@ -195,8 +204,9 @@ def cross_entropy(
     # eagerly one op each way (ops/cross_entropy.py)
     if not item and _fused.applies(x, target, weight):
         _check_index_target("cross_entropy", x, target)
-        _check_class_values("cross_entropy", target, x.shape[d], int(ignore_index))
-        w = _class_weight("cross_entropy", weight, x, x.shape[d])
+        classes = x.shape[d]
+        _check_class_values("cross_entropy", target, classes, int(ignore_index))
+        w = _class_weight("cross_entropy", weight, x, classes)
         return apply(
             _fused.SOFTMAX_CROSS_ENTROPY,
             x,
