@@ -79,7 +79,17 @@ def direct(op, *tensors, **attrs):
     dispatch would do nothing more (see the module docstring); else None, and the caller
     dispatches (the same call, or the public function it stands for)."""
     cache = op.infer_cache
-    if cache is None or op.num_outputs != 1 or _meta.active[0] or not plain_eager_no_grad():
+    if cache is None or op.num_outputs != 1 or _meta.active[0]:
+        return None
+    state = _reg._state  # (`plain_eager_no_grad`, inlined: every VJP step asks)
+    base = _reg._base_mode[0]
+    if (
+        state.grad_enabled
+        or state.modes
+        or state.autocast is not None
+        or _reg.conformance is not None
+        or base is not _reg._plain_eager[0]
+    ):
         return None
     n = len(tensors)
     # (the eager mode's signature of the call, eager.py: one to three operands spelled out)
@@ -118,7 +128,7 @@ def direct(op, *tensors, **attrs):
         result = op.run(*arrays, **attrs)
     except Exception:  # (the dispatch runs it again and raises the op's error)
         return None
-    out = eager_constant(result if type(result) is _ndarray else np.asarray(result))
+    out = base.constant(result if type(result) is _ndarray else np.asarray(result))
     layout = op.layout
     if layout is not None and 3 < out._data.ndim < 6:
         lay_out_results(layout, tensors, (out,))
