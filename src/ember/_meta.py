@@ -30,8 +30,10 @@ import numpy as np
 active = [0]
 _creating = [0]
 # (a count updated by two threads at once could lose a step; a lost decrement leaves the checks
-# on, a lost increment would turn them off while a stand-in lives)
-_count_lock = threading.Lock()
+# on, a lost increment would turn them off while a stand-in lives. Reentrant: a stand-in freed
+# by a signal handler inside the block must not deadlock; nested there, it can only be a
+# decrement, which errs on the side of checking)
+_count_lock = threading.RLock()
 
 
 def _count(step: int) -> None:
