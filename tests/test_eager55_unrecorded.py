@@ -4,11 +4,12 @@ dispatched ops, and every condition that needs the dispatcher declining."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
 import ember
-from ember import _meta
 from ember.ops import _registry as reg
 from ember.ops import _unrecorded as unrecorded
 from ember.ops import binary, reduce
@@ -23,16 +24,12 @@ RESHAPE = reg.REGISTRY["reshape"]
 @pytest.fixture(autouse=True)
 def _signatures_not_seen_yet():
     # (`direct` runs only signatures the dispatcher accepted before: an earlier test in the
-    # worker may have dispatched these very ones, so each test starts from none; and it
-    # declines for good once a process has made a meta tensor (`_meta.active`), which an
-    # earlier test may have done: these tests make none of their own, but for one that asks)
+    # worker may have dispatched these very ones, so each test starts from none; it declines
+    # while a meta tensor lives (`_meta.active`): an earlier test's garbage is collected)
     for op in reg.REGISTRY.values():
         if op.infer_cache:
             op.infer_cache.clear()
-    meta_was = _meta.active[0]
-    _meta.active[0] = 0
-    yield
-    _meta.active[0] = meta_was or _meta.active[0]
+    gc.collect()
 
 
 def _arrays(*shapes, dtype=np.float32, seed=0):

@@ -11,30 +11,50 @@ draw nothing. NumPy's own functions, applied to a stand-in by code that bypasses
 MetaArrays too (a subclass survives NumPy's ufuncs), so nothing made from a meta tensor passes
 for data.
 
-`active` is false until the first stand-in is made, so programs that never use the meta device
-pay one list read per eager op.
+`active` counts the stand-ins alive and the `creating` regions open: zero, the eager mode's
+checks for stand-ins (and the shortcuts that skip the dispatch, ops/_unrecorded.py) cost one
+list read per op, in programs that never used the meta device and in those whose meta tensors
+are all gone (materialized by ``to_empty``, or freed).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 
 import numpy as np
 
-# nonzero once a stand-in exists or while a `creating` region is open: the eager mode then
-# checks operands for stand-ins
+# the stand-ins alive plus the `creating` regions open: nonzero, the eager mode checks operands
+# for stand-ins
 active = [0]
 _creating = [0]
+# (a count updated by two threads at once could lose a step; a lost decrement leaves the checks
+# on, a lost increment would turn them off while a stand-in lives. Reentrant: a stand-in freed
+# by a signal handler inside the block must not deadlock; nested there, it can only be a
+# decrement, which errs on the side of checking)
+_count_lock = threading.RLock()
+
+
+def _count(step: int) -> None:
+    with _count_lock:
+        active[0] += step
 
 
 class MetaArray(np.ndarray):
-    """The stand-in array of a meta tensor (never read: its one element is a zero)."""
+    """The stand-in array of a meta tensor (never read: its one element is a zero). Every
+    MetaArray, however NumPy made it (a view, a ufunc's result, an unpickled copy), passes
+    through ``__array_finalize__`` when made and ``__del__`` when freed: `active` counts them."""
+
+    def __array_finalize__(self, obj) -> None:
+        _count(1)
+
+    def __del__(self) -> None:
+        _count(-1)
 
 
 def stand_in(shape, np_dtype) -> MetaArray:
     """A read-only stand-in of ``shape`` and ``np_dtype`` that holds one element."""
-    active[0] = 1
     return np.broadcast_to(np.zeros((), np_dtype), tuple(shape)).view(MetaArray)
 
 
@@ -93,9 +113,10 @@ def creating_now() -> bool:
 @contextlib.contextmanager
 def creating():
     """Within the block, ops without tensor operands (factories, random draws) make stand-ins."""
-    active[0] = 1
+    _count(1)
     _creating[0] += 1
     try:
         yield
     finally:
         _creating[0] -= 1
+        _count(-1)

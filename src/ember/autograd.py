@@ -73,6 +73,9 @@ def _as_tuple(x):
     return tuple(x)
 
 
+_ONES: dict = {}  # NumPy dtype -> a 0-d one, copied as a scalar output's implicit gradient
+
+
 def _root_grads(outputs, grad_outputs, create_graph):
     roots = []
     for i, (out, g) in enumerate(itertools.zip_longest(outputs, grad_outputs)):
@@ -97,8 +100,15 @@ def _root_grads(outputs, grad_outputs, create_graph):
                     f"has shape {tuple(out.shape)}; pass gradient= (a tensor of that shape)",
                     op="backward",
                 )
-            ones = np.ones if not _meta.is_meta(out._data) else _meta.stand_in  # (no data)
-            g = Tensor._wrap(ones(out._data.shape, out._data.dtype))
+            data = out._data
+            if type(data) is np.ndarray and data.ndim == 0:  # (a loss: a copy of a kept one)
+                one = _ONES.get(data.dtype)
+                if one is None:
+                    one = _ONES[data.dtype] = np.ones((), data.dtype)
+                g = Tensor._wrap(one.copy())
+            else:
+                ones = np.ones if not _meta.is_meta(data) else _meta.stand_in  # (no data)
+                g = Tensor._wrap(ones(data.shape, data.dtype))
         elif not isinstance(g, Tensor):
             g = Tensor(np.asarray(g, dtype=out._data.dtype))
         # (the arrays' shapes: no Size made)

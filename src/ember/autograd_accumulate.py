@@ -60,7 +60,9 @@ class AccumulateGrad:
         extras = self._extras
         if extras is not None:
             (g,) = _node_hooks.run_prehooks(extras, [g])
-        g = _run_hooks(t._hooks, g)
+        hooks = t._hooks
+        if hooks:
+            g = _run_hooks(hooks, g)
         if type(g) is SparseTensor:  # F.embedding(sparse=True)'s gradient
             t.grad = _add_sparse(t.grad, g, create_graph)
         else:

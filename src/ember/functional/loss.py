@@ -16,6 +16,8 @@ loops the passes fuse.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..ops import _item_scalars as _items
 from ..ops import api as E
@@ -36,6 +38,15 @@ def _class_dim(x) -> int:
 
 
 def _check_index_target(op: str, x, target) -> None:
+    data, classes = getattr(x, "_data", None), getattr(target, "_data", None)
+    if (
+        type(data) is np.ndarray
+        and type(classes) is np.ndarray
+        and data.ndim == 2
+        and classes.dtype.kind in "iu"
+        and classes.shape == data.shape[:1]
+    ):
+        return  # ((N, C) logits, (N,) integer classes: every check below passes)
     if not (target.dtype.is_integer):
         raise DTypeError(
             f"class-index targets must be an integer tensor, got {target.dtype}; for class "
@@ -54,8 +65,18 @@ def _check_index_target(op: str, x, target) -> None:
         )
 
 
+# signed integer dtypes -> their unsigned twins, whose view of a negative index is past any class
+_UNSIGNED = {np.dtype(t): np.dtype(u) for t, u in ((np.int64, np.uint64), (np.int32, np.uint32))}
+
+
 def _check_class_values(op: str, target, n_classes: int, ignore_index: int) -> None:
-    data = concrete(target)
+    data = getattr(target, "_data", None)
+    if type(data) is np.ndarray:  # (an eager tensor's, as `concrete` reads it)
+        unsigned = _UNSIGNED.get(data.dtype)
+        if unsigned is not None and not (data.view(unsigned) >= n_classes).any():
+            return  # (every index in [0, n_classes): one comparison, the common case)
+    else:
+        data = concrete(target)
     if data is None or data.size == 0:
         return
     bad = (data != ignore_index) & ((data < 0) | (data >= n_classes))
@@ -183,8 +204,9 @@ def cross_entropy(
     # eagerly one op each way (ops/cross_entropy.py)
     if not item and _fused.applies(x, target, weight):
         _check_index_target("cross_entropy", x, target)
-        _check_class_values("cross_entropy", target, x.shape[d], int(ignore_index))
-        w = _class_weight("cross_entropy", weight, x, x.shape[d])
+        classes = x.shape[d]
+        _check_class_values("cross_entropy", target, classes, int(ignore_index))
+        w = _class_weight("cross_entropy", weight, x, classes)
         return apply(
             _fused.SOFTMAX_CROSS_ENTROPY,
             x,

@@ -395,6 +395,8 @@ def forward(x, t, weight, ignore: int, smoothing: float, per_position: bool):
     )
     if failed:
         return None
+    if blocks == 1:  # (one block's totals: what the sums over blocks would give)
+        return out, float(totals[0]), float(totals[1])
     return out, float(totals[0::2].sum()), float(totals[1::2].sum())
 
 

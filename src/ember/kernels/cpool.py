@@ -213,6 +213,7 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
 
 _FLAGS = ("-O2", "-fPIC", "-shared", "-pthread")
 _state: dict = {}
+_UNSET = object()
 
 
 def cpu_model() -> str:
@@ -289,7 +290,10 @@ def get_num_threads() -> int:
 def parallel_for() -> int | None:
     """The address of ``ember_parallel_for`` to hand to a kernel, or None (no compiler: the
     kernels are not compiled either)."""
-    functions = _library()
-    if functions is None:
-        return None
-    return ctypes.cast(functions[1], ctypes.c_void_p).value
+    address = _state.get("address", _UNSET)
+    if address is _UNSET:
+        # (asked once: ctypes.cast costs a microsecond, and every pooled kernel call asks)
+        functions = _library()
+        address = None if functions is None else ctypes.cast(functions[1], ctypes.c_void_p).value
+        _state["address"] = address
+    return address

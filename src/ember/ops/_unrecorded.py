@@ -29,7 +29,7 @@ from . import _registry as _reg
 from ._memory_format import lay_out_results
 from ._registry import eager_constant, plain_eager_no_grad
 
-__all__ = ["direct", "direct_product", "direct_sum"]
+__all__ = ["apply_direct", "direct", "direct_product", "direct_sum"]
 
 # the dtypes whose products the primitive takes as they are (float8 is refused by its rule)
 _DIRECT = frozenset(
@@ -79,7 +79,17 @@ def direct(op, *tensors, **attrs):
     dispatch would do nothing more (see the module docstring); else None, and the caller
     dispatches (the same call, or the public function it stands for)."""
     cache = op.infer_cache
-    if cache is None or op.num_outputs != 1 or _meta.active[0] or not plain_eager_no_grad():
+    if cache is None or op.num_outputs != 1 or _meta.active[0]:
+        return None
+    state = _reg._state  # (`plain_eager_no_grad`, inlined: every VJP step asks)
+    base = _reg._base_mode[0]
+    if (
+        state.grad_enabled
+        or state.modes
+        or state.autocast is not None
+        or _reg.conformance is not None
+        or base is not _reg._plain_eager[0]
+    ):
         return None
     n = len(tensors)
     # (the eager mode's signature of the call, eager.py: one to three operands spelled out)
@@ -96,6 +106,14 @@ def direct(op, *tensors, **attrs):
             return None
         arrays = (a, b)
         key = (a.shape, a.dtype, b.shape, b.dtype)
+    elif n == 3:
+        a = getattr(tensors[0], "_data", None)
+        b = getattr(tensors[1], "_data", None)
+        c = getattr(tensors[2], "_data", None)
+        if type(a) is not _ndarray or type(b) is not _ndarray or type(c) is not _ndarray:
+            return None
+        arrays = (a, b, c)
+        key = (a.shape, a.dtype, b.shape, b.dtype, c.shape, c.dtype)
     else:
         return None
     if attrs:
@@ -110,10 +128,17 @@ def direct(op, *tensors, **attrs):
         result = op.run(*arrays, **attrs)
     except Exception:  # (the dispatch runs it again and raises the op's error)
         return None
-    out = eager_constant(result if type(result) is _ndarray else np.asarray(result))
+    out = base.constant(result if type(result) is _ndarray else np.asarray(result))
     layout = op.layout
     if layout is not None and 3 < out._data.ndim < 6:
         lay_out_results(layout, tensors, (out,))
     if op.view or op.aliases:
         _reg.view_marker[0](op, attrs, tensors, (out,), (hit[1],))
     return out
+
+
+def apply_direct(op, *tensors, **attrs):
+    """``apply(op, *tensors, **attrs)``, by `direct` where it takes the call: a VJP's backward
+    op (gelu's, softmax's), recorded when the backward records (create_graph=True)."""
+    out = direct(op, *tensors, **attrs)
+    return _reg.apply(op, *tensors, **attrs) if out is None else out

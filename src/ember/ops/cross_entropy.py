@@ -34,6 +34,7 @@ from . import api as E
 from ._node_names import nll_node_name
 from ._registry import Cost, OpDef, apply, building_graph, is_grad_enabled, register
 from ._rules import Autocast
+from ._unrecorded import direct
 from ._util import elementwise_cost, fmt_shape, io_bytes, numel, require_float
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -182,8 +183,13 @@ def _fast(x, target, *weight, ignore_index, reduction, smoothing):
     losses, total, total_weight = found
     if reduction == "none":
         return losses
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = total if reduction == "sum" else np.float64(total) / np.float64(total_weight)
+    if reduction == "sum":
+        value = total
+    elif total_weight != 0.0:  # (Python's float division is IEEE's, np.float64's: no errstate)
+        value = total / total_weight
+    else:  # (every target ignored: NaN, as PyTorch)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.float64(total) / np.float64(total_weight)
     return np.asarray(value, dtype=x.dtype)
 
 
@@ -205,8 +211,11 @@ def _grad_fast(x, target, *rest, ignore_index, reduction, smoothing):
                 if safe.size and (safe.min() < 0 or safe.max() >= w.shape[0]):
                     return None  # the reference raises
                 total = float(w[safe].astype(np.float64).sum())
-            with np.errstate(invalid="ignore", divide="ignore"):
-                scale = float(np.float64(scale) / np.float64(total))
+            if total != 0.0:  # (Python's float division is IEEE's: no errstate)
+                scale = scale / total
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    scale = float(np.float64(scale) / np.float64(total))
     return _fast_module().backward(x, target, w, g, ignore_index, smoothing, scale)
 
 
@@ -256,8 +265,10 @@ def _vjp(c, g):
             attrs["reduction"],
             attrs["smoothing"],
         )
-    else:
-        dx = apply(SOFTMAX_CROSS_ENTROPY_BACKWARD, x, target, *weight, g, **attrs)
+    else:  # (a signature the backward op took before: its kernel, undispatched)
+        dx = direct(SOFTMAX_CROSS_ENTROPY_BACKWARD, x, target, *weight, g, **attrs)
+        if dx is None:
+            dx = apply(SOFTMAX_CROSS_ENTROPY_BACKWARD, x, target, *weight, g, **attrs)
     return (dx, None) + (None,) * len(weight)
 
 

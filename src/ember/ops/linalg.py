@@ -32,7 +32,7 @@ from ._matmul_kernels import (
     small_linear,
 )
 from ._node_names import rename_node
-from ._registry import Cost, OpDef, TensorBase, apply, export, register
+from ._registry import REGISTRY, Cost, OpDef, TensorBase, apply, export, register
 from ._row_blocks import (
     as_blocks,
     chained_c_step,
@@ -44,7 +44,7 @@ from ._row_blocks import (
     rows_of,
 )
 from ._rules import ChannelWeights, Complex
-from ._unrecorded import direct_product
+from ._unrecorded import direct, direct_product
 from ._util import (
     broadcast_shapes,
     fmt_shape,
@@ -147,6 +147,31 @@ def _vjp_product(x, y, tx: bool = False, ty: bool = False):
     return matmul(E.transpose(x, 0, 1) if tx else x, E.transpose(y, 0, 1) if ty else y)
 
 
+def _rows(t, width: int, rows: int | None = None):
+    """``t``'s leading dimensions folded into ``rows`` rows of ``width`` (-1: as many as
+    there are), undispatched where nothing is recorded (ops/_unrecorded.py)."""
+    data = getattr(t, "_data", None)
+    if type(data) is np.ndarray and (rows is not None or width):
+        shape = (data.size // width if rows is None else rows, width)
+        out = direct(REGISTRY["reshape"], t, shape=shape)
+        if out is not None:
+            return out
+    return E.reshape(t, (-1 if rows is None else rows, width))
+
+
+def _swap_last(t):
+    """``t`` with its last two dimensions swapped (a view), as `_rows`."""
+    n = len(getattr(t, "_data", t).shape)
+    out = direct(REGISTRY["permute"], t, dims=(*range(n - 2), n - 1, n - 2)) if n > 1 else None
+    return E.transpose(t, -2, -1) if out is None else out
+
+
+def _batched(x, y):
+    """``matmul(x, y)`` of operands of two dimensions or more, as `_rows`."""
+    out = direct(MATMUL, x, y)
+    return matmul(x, y) if out is None else out
+
+
 def _matmul_vjp(c, g):
     a, b = c.inputs
     if a.dtype.is_complex:  # (the real path's products of the conjugates)
@@ -159,18 +184,18 @@ def _matmul_vjp(c, g):
         elif g.ndim == 2 and b.ndim == 2:  # (a is a matrix too: nothing to sum)
             ga = _vjp_product(g, b, ty=True)
         else:
-            ga = E.sum_to(matmul(g, E.transpose(b, -2, -1)), c.in_types[0].shape)
+            ga = E.sum_to(_batched(g, _swap_last(b)), c.in_types[0].shape)
     if need_b and b.ndim == 2:
         if a.ndim > 2:  # summing over the batch is one GEMM of the folded operands
             # (the rows counted: -1 is ambiguous where a has no columns)
             rows = numel(tuple(a.shape[:-1]))
-            a, g = E.reshape(a, (rows, a.shape[-1])), E.reshape(g, (rows, g.shape[-1]))
+            a, g = _rows(a, a.shape[-1], rows), _rows(g, g.shape[-1], rows)
         if _column_major(b):
             gb = E.transpose(_vjp_product(g, a, tx=True), 0, 1)
         else:
             gb = _vjp_product(a, g, tx=True)
     elif need_b:
-        gb = E.sum_to(matmul(E.transpose(a, -2, -1), g), c.in_types[1].shape)
+        gb = E.sum_to(_batched(_swap_last(a), g), c.in_types[1].shape)
     return ga, gb
 
 
@@ -367,15 +392,19 @@ def _linear_vjp(c, g):
     gw = None
     if need[1]:
         # (rows of a 2-D call as they are: a reshape is a recorded op even to its own shape)
-        g2 = g if g.ndim == 2 else E.reshape(g, (-1, out_features))
-        x2 = x if x.ndim == 2 else E.reshape(x, (-1, in_features))
+        g2 = g if g.ndim == 2 else _rows(g, out_features)
+        x2 = x if x.ndim == 2 else _rows(x, in_features)
         gw = _vjp_product(g2, x2, tx=True)
     grads = (gx, gw)
     if len(need) == 3:
         gb = None
         if need[2]:  # one reduction over every leading dimension, then fit the bias's shape
-            gb = E.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g
-            gb = E.sum_to(gb, c.in_types[2].shape)
+            if g.ndim > 1 and len(c.in_types[2].shape) == 1:
+                # (nothing recorded, a signature the sum took before: its kernel, undispatched)
+                gb = direct(REGISTRY["sum"], g, axes=tuple(range(g.ndim - 1)), keepdims=False)
+            if gb is None:
+                gb = E.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g
+                gb = E.sum_to(gb, c.in_types[2].shape)
         grads += (gb,)
     return grads
 

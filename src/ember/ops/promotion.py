@@ -36,28 +36,43 @@ def scalar_array(value, dtype) -> np.ndarray:
     return np.asarray(value, dtype=dtype.np)
 
 
-# (value, its type, id of its ember dtype) -> its read-only 0-d array, for eager operands:
-# `np.asarray` cost a weak scalar's op (``x * 0.5``) a tenth of its dispatch. Not kept: a zero
-# (0.0 and -0.0 are one key) and NaN (never equal to a key)
+# (value, its type, id of its ember dtype) -> (its read-only 0-d array, the tensor around it),
+# for eager operands: `np.asarray` and the wrapping cost a weak scalar's op (``x * 0.5``) a
+# fifth of its dispatch. Not kept: a zero (0.0 and -0.0 are one key) and NaN (never equal to
+# a key)
 _SCALARS: dict = {}
 _MAX_SCALARS = 1024
 
 
 def _weak_scalar(value, dtype):
     """The tensor of Python number ``value`` as an operand of ``dtype``'s tensors (a weak
-    scalar): while eager, its 0-d array kept per value and dtype, read-only (ember's kernels
-    only read their operands, and nothing else holds the tensor made around it)."""
+    scalar): while eager, kept per value and dtype around a read-only 0-d array (ember's
+    kernels only read their operands). The tensor is shared by the calls that use the value,
+    which see only its array (a node saves it, its VJP reads it); one that something changed
+    since (a gradient asked of it, its data replaced, an inference mode's counter) is made
+    anew."""
     if _reg_state.modes or not value or value != value:
         return constant(scalar_array(value, dtype))
     key = (value, type(value), id(dtype))
-    array = _SCALARS.get(key)
-    if array is None:
+    kept = _SCALARS.get(key)
+    if kept is not None:
+        array, tensor = kept
+        if (
+            tensor._data is array
+            and not tensor._requires_grad
+            and tensor.grad_fn is None
+            and type(tensor._vc) is list
+            and not tensor._vc[0]
+        ):
+            return tensor
+    else:
         array = scalar_array(value, dtype)
         array.flags.writeable = False
-        if len(_SCALARS) >= _MAX_SCALARS:
-            _SCALARS.clear()
-        _SCALARS[key] = array
-    return eager_constant(array)
+    tensor = eager_constant(array)
+    if len(_SCALARS) >= _MAX_SCALARS:
+        _SCALARS.clear()
+    _SCALARS[key] = (array, tensor)
+    return tensor
 
 
 def to_tensor(x, dtype=None):

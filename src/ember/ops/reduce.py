@@ -25,7 +25,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._half import c_runs, loop_reduces, reduction_fast, via_float32
 from ._node_names import rename_node
-from ._registry import OpDef, TensorBase, apply, export, register
+from ._registry import OpDef, TensorBase, apply, export, plain_eager_no_grad, register
 from ._rules import Complex, ReductionRule
 from ._unrecorded import direct
 from ._util import (
@@ -57,6 +57,13 @@ def _expand_back(g, c):
     without dispatches where the backward records nothing: ops/_unrecorded.py)."""
     axes, keepdims = c.attrs["axes"], c.attrs["keepdims"]
     in_shape = tuple(c.in_types[0].shape)
+    data = getattr(g, "_data", None)
+    if type(data) is np.ndarray and data.ndim == 0 and plain_eager_no_grad():
+        # (a full reduction's 0-d gradient, nothing recorded: broadcast as it is, the one
+        # element the reshape to ones would keep; a first call dispatches, which records
+        # nothing and lets `direct` take the signature after)
+        out = direct(BROADCAST, g, shape=in_shape)
+        return apply(BROADCAST, g, shape=in_shape) if out is None else out
     if not keepdims:
         shape = _keepdim_shape(in_shape, axes)
         kept = direct(RESHAPE, g, shape=shape)
@@ -104,6 +111,7 @@ def _sum_infer(x, *, axes, keepdims):
 # np.sum's own ufunc method: np.sum wraps it in Python (argument checks for other array types)
 # that cost three times a small sum's reduction; positional (array, axis, dtype, out, keepdims)
 _add_reduce = np.add.reduce
+_SUM_DTYPES: dict = {}  # an operand's NumPy dtype -> its sum's (every eager sum asks)
 
 
 def _sum_kernel(x, *, axes, keepdims):
@@ -121,7 +129,9 @@ def _sum_kernel(x, *, axes, keepdims):
     * a non-C-contiguous array: its terms accumulated in float64, rounded once.
 
     Float64 sums are NumPy's."""
-    out_dtype = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
+    out_dtype = _SUM_DTYPES.get(x.dtype)
+    if out_dtype is None:
+        out_dtype = _SUM_DTYPES[x.dtype] = _sum_dtype(dt.from_numpy_dtype(x.dtype)).np
     if x.dtype not in _NARROW_FLOATS:
         return np.asarray(_add_reduce(x, axes, out_dtype, None, keepdims))
     if not x.flags.c_contiguous:
@@ -260,6 +270,12 @@ def sum_to(x, shape):
         i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
     )
     out = x
+    if lead and axes == tuple(range(lead)) and plain_eager_no_grad():
+        # (only leading axes summed, nothing recorded: the sum without kept dimensions is the
+        # shape, the same sums without the reshape; a first call dispatches, which records
+        # nothing and lets `direct` take the signature after)
+        out = direct(_SUM, x, axes=axes, keepdims=False)
+        return apply(_SUM, x, axes=axes, keepdims=False) if out is None else out
     if axes:  # (without dispatches where nothing is recorded: ops/_unrecorded.py)
         out = direct(_SUM, x, axes=axes, keepdims=True)
         if out is None:

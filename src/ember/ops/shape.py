@@ -19,6 +19,7 @@ from . import api as E
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
+from ._unrecorded import direct
 from ._util import (
     fmt_shape,
     memory_cost,
@@ -88,7 +89,7 @@ RESHAPE = register(
         infer=_reshape_infer,
         cached_infer=True,
         kernel=lambda x, *, shape: x.reshape(shape),
-        vjp=lambda c, g: (reshape(g, c.in_types[0].shape),),
+        vjp=lambda c, g: (_reshape_back(g, c.in_types[0].shape),),
         cost=memory_cost,
         save_inputs=(),
         view=True,
@@ -103,6 +104,13 @@ RESHAPE = register(
 )
 
 
+def _reshape_back(g, shape):
+    """A reshape's gradient: ``g`` in the input's ``shape``; undispatched where nothing is
+    recorded and reshape took this signature before (ops/_unrecorded.py)."""
+    out = direct(RESHAPE, g, shape=shape) if type(shape) is tuple else None
+    return reshape(g, shape) if out is None else out
+
+
 @export(method=True)
 def reshape(x, *shape):
     """Same elements in a new shape; one dimension may be -1. Always a new tensor, a view of x
@@ -110,9 +118,12 @@ def reshape(x, *shape):
     x = to_tensor(x)
     shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
     out = apply(RESHAPE, x, shape=shape)
-    if getattr(out, "grad_fn", None) is not None and not _viewable(
-        tuple(x.shape), x.stride(), shape
-    ):
+    if getattr(out, "grad_fn", None) is None:
+        return out
+    data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
+    if type(data) is np.ndarray and data.flags.c_contiguous:
+        return out
+    if not _viewable(tuple(x.shape), x.stride(), shape):
         # (PyTorch copies, then views the copy without checks: the node its history shows)
         return rename_node(out, "UnsafeViewBackward0")
     return out
@@ -210,6 +221,22 @@ def _broadcast_kernel(x, *, shape):
         # no element repeated: a writable view (unit axes in front), as PyTorch's expand, whose
         # result takes in-place writes where no two elements share memory
         return x[(None,) * lead] if lead else x.view()
+    if type(x) is np.ndarray and x.flags.c_contiguous and x.dtype.kind in "biufc":
+        # (repeated elements: read-only) np.broadcast_to's view made in C, over x's own
+        # buffer: its Python layers (an nditer, argument checks) cost most of a small call
+        strides = x.strides
+        view = np.ndarray(
+            shape,
+            x.dtype,
+            x,
+            0,
+            tuple(
+                0 if i < lead or x.shape[i - lead] == 1 else strides[i - lead]
+                for i in range(len(shape))
+            ),
+        )
+        view.flags.writeable = False
+        return view
     return np.broadcast_to(x, shape)  # (repeated elements: read-only)
 
 
@@ -298,7 +325,9 @@ def _permute_infer(x, *, dims):
 def _permute_vjp(c, g):
     dims = c.attrs["dims"]
     inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
-    return (permute(g, inverse),)
+    # (nothing recorded, a signature permute took before: its kernel, undispatched)
+    out = direct(_PERMUTE, g, dims=inverse)
+    return (permute(g, inverse) if out is None else out,)
 
 
 def _onnx_permute(e):

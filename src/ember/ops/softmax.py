@@ -22,6 +22,7 @@ from . import _batching, _onnx
 from . import api as E
 from ._half import c_runs
 from ._registry import OpDef, apply, building_graph, register
+from ._unrecorded import apply_direct
 from ._util import (
     elementwise_cost,
     fmt_shape,
@@ -137,7 +138,7 @@ def _softmax_vjp(c, g):
         return (E.zeros_like(g),)
     axis = c.attrs["axis"]
     if not building_graph():  # eagerly one row pass (a graph fuses the composite's loops)
-        return (apply(SOFTMAX_BACKWARD, y, g, axis=axis),)
+        return (apply_direct(SOFTMAX_BACKWARD, y, g, axis=axis),)
     return (y * (g - E.sum(g * y, axis, keepdim=True)),)
 
 
@@ -147,10 +148,12 @@ def _log_softmax_vjp(c, g):
         return (E.zeros_like(g),)
     axis = c.attrs["axis"]
     if not building_graph():
-        dx = apply(LOG_SOFTMAX_BACKWARD, y, g, axis=axis)
+        dx = apply_direct(LOG_SOFTMAX_BACKWARD, y, g, axis=axis)
     else:
         dx = g - E.exp(y) * E.sum(g, axis, keepdim=True)
-    return (E.cast(dx, c.in_types[0].dtype),)  # (widened: the input's gradient, as cast's)
+    if dx.dtype != c.in_types[0].dtype:  # (widened: the input's gradient, as cast's)
+        dx = E.cast(dx, c.in_types[0].dtype)
+    return (dx,)
 
 
 def _log_softmax_infer(x, *, axis, dtype=None):
