@@ -128,3 +128,25 @@ def test_an_error_of_the_program_is_raised_not_hidden():
     c(ember.ones(4, 3), ember.ones(4, 3))
     with pytest.raises(ember.EmberError):
         c(ember.ones(5, 3), ember.ones(6, 3))  # (the symbolic trace's error, then static's)
+
+
+def test_a_size_stored_in_python_state_keeps_static_traces_and_counts_once():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.calls = 0
+            self.cache = {}
+
+        def forward(self, x):
+            self.calls += 1
+            self.cache["last"] = x.shape[0]  # (a symbolic size here: nothing replays it)
+            return self.lin(x)
+
+    m = Counter()
+    c = ember.compile(m)
+    for n in (2, 3, 4):
+        c(ember.ones(n, 3))
+        assert m.cache["last"] == n and isinstance(m.cache["last"], int)
+    assert m.calls == 3  # (the refused symbolic trace's increment undone)
+    assert c._compiled.automatic.failed

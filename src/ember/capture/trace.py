@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import TraceError, user_location, user_stacklevel
+from ..errors import ShapeError, TraceError, user_location, user_stacklevel
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
 from ..graph.traced_item import close_items, escaped_items
@@ -169,6 +169,15 @@ def _capture_call(
                 op="function",
                 location=kept[0].location,
             )
+        sizes = snapshot.stored_sizes()
+        if sizes:
+            raise TraceError(
+                f"{graph_name} stores a size that varies between calls in {sizes[0]} (a "
+                "symbolic dimension of its input signature): the graph runs without Python, so "
+                "the number would not be stored on each call; return it from the function, or "
+                "trace with static sizes there",
+                op="function",
+            )
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
@@ -192,6 +201,9 @@ def _capture_call(
             builder, snapshot, reach, grad_args + late, entry_arg_grads, updated
         )
         modes = snapshot.changed_modes()
+    except (TraceError, ShapeError):
+        snapshot.undo_attributes()  # (the call runs again: eagerly, or traced otherwise)
+        raise
     finally:
         close_items(builder)
         builder.restore_optimizers()  # those found are restored again by the snapshot

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import TraceError
 from ..graph.symbolic_tensor import SymbolicTensor
+from ..symbolic import SymDim
 from ..tensor import Tensor
 
 __all__ = ["Snapshot", "Writeback", "WritebackKind", "apply_writebacks", "plan_writebacks"]
@@ -91,6 +92,28 @@ class Snapshot:
                     ]
         return found
 
+    def stored_sizes(self) -> list[str]:
+        """Where the trace left a symbolic size (``self.n = x.shape[0]`` under an input
+        signature's ``None`` dimension) in Python state the function reaches: a module's
+        attribute, an item of a dict or list it holds, a closure cell or global, or an item of
+        theirs. Nothing replays such a number on each call, so the trace is refused."""
+        found = []
+
+        def look(value, where: str) -> None:
+            if _holds_size(value):
+                found.append(where)
+            elif isinstance(value, dict):
+                found.extend(f"{where}[{k!r}]" for k, v in value.items() if _holds_size(v))
+            elif isinstance(value, list):
+                found.extend(f"{where}[{i}]" for i, v in enumerate(value) if _holds_size(v))
+
+        for m, _ in self.attributes:
+            for name, value in vars(m).items():
+                look(value, f"{type(m).__name__}.{name}")
+        for holder, key, _ in self.slots:
+            look(get(holder, key), repr(key))
+        return found
+
     def changed_modes(self) -> list:
         """(module, flag) of each module whose training flag the trace changed (``m.eval()``
         inside the function): each run sets it again, as each eager call would."""
@@ -156,6 +179,17 @@ class Snapshot:
                     found.append((lst, items))
         return found
 
+    def undo_attributes(self) -> None:
+        """Put every module's plain attributes back as they were before the trace (a trace
+        that failed: ``self.calls += 1`` ran while tracing, and the call runs again)."""
+        for m, before in self.attributes:
+            current = vars(m)
+            for name in [n for n in current if n not in before]:
+                object.__delattr__(m, name)
+            for name, value in before.items():
+                if current.get(name, _ABSENT) is not value:
+                    object.__setattr__(m, name, value)
+
     def restore(self) -> None:
         for lst, items in self.appended():
             del lst[len(lst) - len(items) :]
@@ -183,6 +217,13 @@ class Snapshot:
 
 
 _ABSENT = object()
+
+
+def _holds_size(value) -> bool:
+    """A symbolic size, or a tuple or list (a shape) holding one."""
+    if isinstance(value, SymDim):
+        return True
+    return isinstance(value, (tuple, list)) and any(isinstance(v, SymDim) for v in value)
 
 
 def _forward_hooks(reach) -> list:
