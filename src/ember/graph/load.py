@@ -348,10 +348,10 @@ class _Loader:
         elif isinstance(record, list) and len(record) == 3 and record[0] == "k":
             dtype = self.dtype(record[2], where)
             value = record[1]
-            if dtype is dt.bool_ and isinstance(value, bool):
-                return Const(value, dtype)
             if dtype is not dt.bool_ and not isinstance(value, bool) and _is_float(value):
-                return Const(float(value), dtype)
+                value = float(value)
+            if Const.holds(value, dtype):
+                return Const(value, dtype)
         raise self.fail(f"{where}: bad operand {_short(record)}")
 
     def attr(self, record, where: str, depth: int = 0):
