@@ -284,6 +284,19 @@ def _check_arity(node, label: str, domain: str, opset: int) -> None:
     for position, (name, formal) in enumerate(zip(node.input, schema.inputs)):
         if not name and formal.option == single:
             raise OnnxError(f"{label}: input {position} ({formal.name}) is required")
+    # each attribute of the kind the schema gives it, as ONNX's checker requires: converters
+    # read attributes by name, and a Constant's "value" holding a graph became an object array
+    # handed to the caller, a LeakyRelu's alpha given as text was read as a number
+    for attribute in node.attribute:
+        formal = schema.attributes.get(attribute.name)
+        if formal is None or attribute.type == onnx.AttributeProto.UNDEFINED:
+            continue
+        if int(attribute.type) != int(formal.type):
+            given = onnx.AttributeProto.AttributeType.Name(attribute.type)
+            wanted = onnx.AttributeProto.AttributeType.Name(int(formal.type))
+            raise OnnxError(
+                f"{label}: attribute {attribute.name!r} is {given}, {node.op_type} takes {wanted}"
+            )
 
 
 def _as_static(out, ctx):
