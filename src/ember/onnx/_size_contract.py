@@ -31,8 +31,6 @@ _KINDS = ("equal", "divides")
 _MAX_TEXT = 1 << 20  # characters of the entry read at most
 
 
-
-
 def _dim_json(d):
     return {"sym": d.to_json()} if isinstance(d, SymDim) else int(d)
 
