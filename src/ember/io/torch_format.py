@@ -49,7 +49,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from .. import dtypes as dt
-from .._file_limits import open_regular
+from .._file_limits import canonical_bools, open_regular
 from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from . import numpy_values, safe_globals
 from ._pickle_allowance import Allowance, AllowanceExceeded
@@ -327,7 +327,7 @@ def _load_archive(archive: zipfile.ZipFile, path: str):
             f.read(1)  # reach the end: the CRC check
         if byteorder != sys.byteorder and dtype.itemsize > 1:
             array.byteswap(inplace=True)
-        return array
+        return canonical_bools(array)
 
     _check_extent(records[pickles[0]], file_size, path)
     data = archive.read(pickles[0])

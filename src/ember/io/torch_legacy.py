@@ -20,6 +20,7 @@ import pickle  # its opcode machinery only: the unpickler is torch_format._Restr
 
 import numpy as np
 
+from .._file_limits import canonical_bools
 from ..errors import CheckpointError, CheckpointRefusedError
 from . import torch_format as tf
 from ._pickle_allowance import Allowance, AllowanceExceeded
@@ -174,7 +175,7 @@ def _load(data: bytes, path: str):
             )
         order = "<" if little else ">"
         raw = np.frombuffer(data, dtype.np.newbyteorder(order), numel, offset + 8)
-        arrays[key] = raw.astype(dtype.np.newbyteorder("="), copy=True)
+        arrays[key] = canonical_bools(raw.astype(dtype.np.newbyteorder("="), copy=True))
         offset += 8 + nbytes
 
     def storage(key, dtype, numel):

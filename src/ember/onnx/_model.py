@@ -22,6 +22,7 @@ import numpy as np
 
 from .._file_limits import (
     PROTOBUF_MAX_BYTES,
+    canonical_bools,
     check_allocation,
     inside_folder,
     open_regular,
@@ -310,7 +311,7 @@ def tensor_to_array(tensor, where: str) -> np.ndarray:
         raise OnnxError(
             f"{where}: tensor {tensor.name!r} declares shape {dims} but holds {array.size} values"
         )
-    return array.reshape(dims)
+    return canonical_bools(array).reshape(dims)
 
 
 def _sub_byte_types():
