@@ -29,10 +29,12 @@ import os
 import stat
 import zlib
 
+import numpy as np
+
 from .errors import EmberError
 
 __all__ = ["check_allocation", "decompress_gzip", "inside_folder", "open_regular"]
-__all__ += ["physical_memory", "read_json"]
+__all__ += ["canonical_bools", "physical_memory", "read_json"]
 
 _FALLBACK_MEMORY = 1 << 36  # where the system does not say: 64 GiB
 _CHUNK = 1 << 20
@@ -175,3 +177,13 @@ def read_json(
             op=op,
         )
     return value
+
+
+def canonical_bools(array: np.ndarray) -> np.ndarray:
+    """``array`` with every bool stored as byte 0 or 1 (a new array only where one is not). A
+    file's bool tensor is raw bytes, and byte 5 reads as True in NumPy and PyTorch, but a C loop
+    that widens the byte gives 5: a compiled ``mask.float() * x`` summed five times too much."""
+    if array.dtype != np.bool_ or array.size == 0:
+        return array
+    raw = array.view(np.uint8)
+    return raw != 0 if (raw > 1).any() else array

@@ -552,10 +552,26 @@ class SymDim:
         checked by graph/load.py before, this is the last line)."""
         if "terms" in record:
             return _terms_from_json(record["terms"], 0)
-        powers = {str(name): int(p) for name, p in record["factors"]}
-        if any(p <= 0 for p in powers.values()):
-            raise ValueError("symbol powers must be positive")
-        return _make({tuple(sorted(powers.items())): int(record["coefficient"])})
+        # whole numbers as JSON spells them, never coerced: int() of a file's Infinity raises
+        # OverflowError, of 1.5 or "3" gives a size the file never said
+        coefficient, factors = record["coefficient"], record["factors"]
+        if type(coefficient) is not int or not 1 <= coefficient < 2**63:
+            raise ValueError(
+                f"a coefficient should be a whole number from 1, got {coefficient!r:.40}"
+            )
+        if not (isinstance(factors, list) and len(factors) <= 16):
+            raise ValueError("the factors should be a list of at most 16 [name, power] pairs")
+        powers = {}
+        for factor in factors:
+            if not (isinstance(factor, list) and len(factor) == 2 and type(factor[1]) is int):
+                raise ValueError(f"a factor should be [name, power], got {factor!r:.80}")
+            name, p = factor
+            if not (isinstance(name, str) and name.isidentifier()) or name in powers:
+                raise ValueError(f"a factor's name should be a new identifier, got {name!r:.40}")
+            if not 1 <= p <= 64:
+                raise ValueError("symbol powers must be whole numbers from 1 to 64")
+            powers[name] = p
+        return _make({tuple(sorted(powers.items())): coefficient})
 
 
 _TESTS = {

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import keyword
+import math
 import os
 
 import numpy as np
 
 from .. import dtypes as dt
 from .. import random as _random
+from .._file_limits import check_allocation
 from ..errors import ShapeError
 from ..ops._registry import REGISTRY, OpDef
 from ..ops.program import Const, Input, Instr, Program, Temp
@@ -54,6 +56,23 @@ def load_graph(path: str | os.PathLike) -> Graph:
         return _Loader(path, arrays).build(structure)
     except RecursionError as exc:  # a structure nested deeper than the checks reach
         raise _bad(path, "its structure is nested too deeply") from exc
+
+
+def _check_sizes(graph: Graph, path: str) -> None:
+    """Refuse a graph any of whose values (of known size) would need more than this machine's
+    memory: its shapes come from the file, and running it would allocate them (a broadcast to
+    2**34 rows loaded, then raised a raw MemoryError from generated code, or worse, allocated
+    lazily until the system killed the process)."""
+    for node in graph.nodes:
+        for value in node.outputs:
+            shape = value.type.shape
+            if all(isinstance(d, int) for d in shape):
+                nbytes = math.prod(shape) * value.type.dtype.itemsize
+                what = f"{path}: value %{value.name} of shape {tuple(shape)}"
+                check_allocation(nbytes, what, GraphFileError, "load_graph")
+        for attr in node.attrs.values():
+            if isinstance(attr, Graph):  # (a cond's branches, a loop's body)
+                _check_sizes(attr, path)
 
 
 def _check_metadata(metadata, path: str) -> None:
@@ -138,9 +157,11 @@ class _Loader:
         if self.arrays:
             raise self.fail(f"tensors {sorted(self.arrays)} belong to no constant node")
         try:
-            return self.graph.verify()
+            graph = self.graph.verify()
         except GraphError as exc:
             raise self.fail(f"the stored graph does not verify: {exc.detail}") from exc
+        _check_sizes(graph, self.path)
+        return graph
 
     def subgraph(self, structure, prefix: str, where: str) -> Graph:
         """A graph held in an attribute; verified with its node's graph."""
@@ -348,10 +369,10 @@ class _Loader:
         elif isinstance(record, list) and len(record) == 3 and record[0] == "k":
             dtype = self.dtype(record[2], where)
             value = record[1]
-            if dtype is dt.bool_ and isinstance(value, bool):
-                return Const(value, dtype)
             if dtype is not dt.bool_ and not isinstance(value, bool) and _is_float(value):
-                return Const(float(value), dtype)
+                value = float(value)
+            if Const.holds(value, dtype):
+                return Const(value, dtype)
         raise self.fail(f"{where}: bad operand {_short(record)}")
 
     def attr(self, record, where: str, depth: int = 0):

@@ -419,7 +419,9 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
                 "allowed; if you trust the file, allow it with "
                 f"ember.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) "
                 "(PyTorch's weights-only rule) or load with weights_only=False once its module "
-                "is imported: ember builds no other object from a file",
+                "is imported (which builds no class with a finalizer or a base implemented in "
+                "C: they would run code on the file's state): ember builds no other object "
+                "from a file",
                 op="load",
             )
         if set(value) == {"class", "value"} and issubclass(cls, enum.Enum):

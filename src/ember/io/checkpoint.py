@@ -53,7 +53,7 @@ import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize, serialize_file
 
-from .._file_limits import check_allocation, open_regular
+from .._file_limits import canonical_bools, check_allocation, open_regular
 from .._files import create_temporary
 from ..errors import CheckpointError, CheckpointNotFoundError
 from . import _stream, torch_format, torch_legacy
@@ -500,5 +500,5 @@ def _read_tensors(f, entries: list, start: int, crcs: dict, path: str) -> dict:
             )
         if not dtype.isnative:
             arr = arr.astype(dtype.newbyteorder("="))
-        arrays[name] = arr.reshape(shape)
+        arrays[name] = canonical_bools(arr).reshape(shape)
     return arrays

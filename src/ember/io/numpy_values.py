@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from .._file_limits import canonical_bools
+
 _KINDS = "biufc"  # bool, signed and unsigned integers, floats, complex
 _MAX_DIMS = 64
 
@@ -89,7 +91,7 @@ class _ArrayBuilder(Builder):
             )
         # in the machine's byte order, as NumPy's own unpickling gives (the values kept)
         flat = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
-        return flat.reshape(shape, order="F" if fortran else "C")
+        return canonical_bools(flat).reshape(shape, order="F" if fortran else "C")
 
 
 def as_dtype(value) -> np.dtype:
@@ -114,7 +116,7 @@ def _scalar(dtype, data=None):
     dtype = as_dtype(dtype)
     if not isinstance(data, (bytes, bytearray)) or len(data) != dtype.itemsize:
         raise Refused(f"a NumPy {dtype} scalar whose data is not {dtype.itemsize} bytes")
-    return np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="))[0]
+    return canonical_bools(np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("=")))[0]
 
 
 def _bytes(data=b"", encoding=None):

@@ -11,7 +11,9 @@ the file's arguments (REDUCE), as PyTorch's reader calls it.
 
 With ``load(..., weights_only=False)`` the program trusts the file, and a class it has
 already imported (``argparse.Namespace``, its own config class) is built as a registered one
-would be (`imported_class`); still no module is imported and no function called by name.
+would be (`imported_class`); still no module is imported and no function called by name, and
+a class with a finalizer (``__del__``) or a base implemented in C is never built: the
+finalizer would run on the file's state.
 
 The registry is per process, as PyTorch's; `safe_globals` adds entries for a ``with`` block
 (thread-local in PyTorch; here they are removed again when the block ends).
@@ -115,8 +117,29 @@ def imported_class(name: str):
             obj = getattr(obj, attr, None)
             if obj is None:
                 return None
-        return obj if isinstance(obj, type) else None
+        return obj if isinstance(obj, type) and _plain_class(obj) else None
     return None
+
+
+# built-in bases a plain object's class may have: their instances are data, made empty by
+# __new__ (a class implemented in C otherwise keeps state no attribute shows)
+_PLAIN_BUILTINS = frozenset({object, dict, list, tuple, set, frozenset, int, float, str, bytes})
+
+
+def _plain_class(cls: type) -> bool:
+    """Whether an imported class may be built from a file's state: defined in Python on plain
+    built-in bases, and with no finalizer. A ``__del__`` runs on the file's state when the
+    object is collected: tempfile's _TemporaryFileCloser, given a name, deleted that file
+    once the loaded checkpoint was dropped."""
+    for klass in cls.__mro__:
+        if klass in _PLAIN_BUILTINS:
+            continue
+        if not klass.__flags__ & _HEAP_TYPE or "__del__" in vars(klass):
+            return False
+    return True
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined by a class statement
 
 
 def is_registered_instance(obj) -> bool:

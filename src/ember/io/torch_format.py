@@ -49,9 +49,10 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from .. import dtypes as dt
-from .._file_limits import open_regular
+from .._file_limits import canonical_bools, open_regular
 from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from . import numpy_values, safe_globals
+from ._pickle_allowance import Allowance, AllowanceExceeded
 from .torch_values import (  # noqa: F401  (the legacy reader's names too)
     ALLOWED,
     _Damaged,
@@ -67,10 +68,21 @@ ZIP_MAGIC = b"PK\x03\x04"
 
 
 # ----------------------------------------------------------------------------- the unpickler
+def _counted(load):
+    """An opcode's handler that then charges the value it leaves on the stack."""
+
+    def counted(self):
+        load(self)
+        self._allowance.charge(self.stack[-1])
+
+    return counted
+
+
 class _RestrictedUnpickler(pickle._Unpickler):
     """pickle's Python unpickler with every global resolved through `ALLOWED`, BUILD limited to
-    OrderedDicts and NumPy values' stand-ins (io/numpy_values.py), and persistent ids limited
-    to storages (read from the archive)."""
+    OrderedDicts and NumPy values' stand-ins (io/numpy_values.py), persistent ids limited
+    to storages (read from the archive), and what the calls build bounded by what the file
+    brought (io/_pickle_allowance.py)."""
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
@@ -78,6 +90,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
         super().__init__(io.BytesIO(data), encoding="utf-8")
         self._load_storage = load_storage
         self._storages: dict[str, _Storage] = {}
+        self._allowance = Allowance(len(data))
 
     def find_class(self, module: str, name: str):
         if not isinstance(module, str) or not isinstance(name, str):
@@ -113,6 +126,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
             return cached
         storage = _Storage(self._load_storage(key, dtype, numel), key)
         self._storages[key] = storage
+        self._allowance.earn(storage.array)
         return storage
 
     def load_build(self):
@@ -134,7 +148,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
             raise _Refused("an OrderedDict state that is not a dict of names")
         inst.__dict__.update(state)
 
-    dispatch[pickle.BUILD[0]] = load_build
+    dispatch[pickle.BUILD[0]] = _counted(load_build)
 
     # Items go only into plain containers, as in torch's weights-only reader: never into a
     # tensor (whose __setitem__ would write the file's values into it) or anything else.
@@ -168,6 +182,12 @@ class _RestrictedUnpickler(pickle._Unpickler):
         pickle._Unpickler.load_additems(self)
 
     dispatch[pickle.ADDITEMS[0]] = load_additems
+
+    # Every opcode that calls something (or sets a state, which builds a NumPy value) has its
+    # result counted against the allowance: memo references make calls cheap to repeat.
+    for _code in (pickle.REDUCE, pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.INST, pickle.OBJ):
+        dispatch[_code[0]] = _counted(dispatch[_code[0]])
+    del _code
     dispatch[pickle.SETITEM[0]] = load_setitem
     dispatch[pickle.SETITEMS[0]] = load_setitems
     dispatch[pickle.APPEND[0]] = load_append
@@ -229,6 +249,8 @@ def load_torch(path, map_location=None, weights_only: bool | None = None, *, nam
         ) from None
     except _Unsupported as exc:
         raise CheckpointError(f"{path}: cannot read {exc.args[0]}", op="load") from None
+    except AllowanceExceeded as exc:
+        raise CheckpointError(f"{path}: hostile PyTorch checkpoint: {exc}", op="load") from None
     except EmberError:
         raise
     except zipfile.BadZipFile as exc:
@@ -305,7 +327,7 @@ def _load_archive(archive: zipfile.ZipFile, path: str):
             f.read(1)  # reach the end: the CRC check
         if byteorder != sys.byteorder and dtype.itemsize > 1:
             array.byteswap(inplace=True)
-        return array
+        return canonical_bools(array)
 
     _check_extent(records[pickles[0]], file_size, path)
     data = archive.read(pickles[0])

@@ -20,8 +20,10 @@ import pickle  # its opcode machinery only: the unpickler is torch_format._Restr
 
 import numpy as np
 
+from .._file_limits import canonical_bools
 from ..errors import CheckpointError, CheckpointRefusedError
 from . import torch_format as tf
+from ._pickle_allowance import Allowance, AllowanceExceeded
 
 __all__ = ["MAGIC_NUMBER", "is_legacy", "load_legacy"]
 
@@ -44,6 +46,9 @@ class _Unpickler(tf._RestrictedUnpickler):
         pickle._Unpickler.__init__(self, stream, encoding="utf-8")
         self._storage = storage
         self._storages = {}
+        # (the whole file, storages included, and each storage again as it is named: at most
+        # twice as generous as the zip reader's)
+        self._allowance = Allowance(len(stream.getbuffer()))
 
     def persistent_load(self, pid):
         if not isinstance(pid, tuple) or len(pid) != 6:
@@ -66,6 +71,7 @@ class _Unpickler(tf._RestrictedUnpickler):
             if offset + size > numel:
                 raise tf._Damaged(f"a view of {size} elements at {offset} overruns storage {key}")
             array = array[offset : offset + size]
+        self._allowance.earn(array)
         return tf._Storage(array, key)
 
 
@@ -81,6 +87,8 @@ def load_legacy(data: bytes, path: str):
         ) from None
     except tf._Unsupported as exc:
         raise CheckpointError(f"{path}: cannot read {exc.args[0]}", op="load") from None
+    except AllowanceExceeded as exc:
+        raise CheckpointError(f"{path}: hostile PyTorch checkpoint: {exc}", op="load") from None
     except CheckpointError:
         raise
     except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any of many types
@@ -124,14 +132,21 @@ def _load(data: bytes, path: str):
 
     # first pass: where the object's pickle ends, and the storages it names
     declared: dict[str, tuple] = {}
+    placeholders: dict[str, np.ndarray] = {}  # (one per storage, however often it is named)
 
     def placeholder(key, dtype, numel):
         known = declared.setdefault(key, (dtype, numel))
         if known != (dtype, numel):
             raise tf._Damaged(f"storage {key} is named twice with different types or sizes")
-        if numel * dtype.itemsize > len(data):
-            raise tf._Damaged(f"storage {key} claims {numel} elements, more than the file holds")
-        return np.zeros(numel, dtype.np)
+        if key not in placeholders:
+            claimed = sum(a.nbytes for a in placeholders.values()) + numel * dtype.itemsize
+            if claimed > len(data):
+                raise tf._Damaged(
+                    f"storage {key} claims {numel} elements: the storages named so far would "
+                    f"need {claimed} bytes, more than the file holds"
+                )
+            placeholders[key] = np.zeros(numel, dtype.np)
+        return placeholders[key]
 
     token = tf.placeholder_pass.set(True)
     try:
@@ -160,7 +175,7 @@ def _load(data: bytes, path: str):
             )
         order = "<" if little else ">"
         raw = np.frombuffer(data, dtype.np.newbyteorder(order), numel, offset + 8)
-        arrays[key] = raw.astype(dtype.np.newbyteorder("="), copy=True)
+        arrays[key] = canonical_bools(raw.astype(dtype.np.newbyteorder("="), copy=True))
         offset += 8 + nbytes
 
     def storage(key, dtype, numel):

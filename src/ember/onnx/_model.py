@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._file_limits import PROTOBUF_MAX_BYTES, physical_memory
+from .._file_limits import (
+    PROTOBUF_MAX_BYTES,
+    canonical_bools,
+    check_allocation,
+    inside_folder,
+    open_regular,
+    physical_memory,
+)
 from ..errors import OnnxError
 
 # a declared tensor larger than this is refused before anything is allocated (the file would
@@ -230,46 +237,39 @@ def _load_external_data(onnx, proto, base_dir: str | None, name: str) -> None:
             "they can be found"
         )
     root = os.path.realpath(base_dir)
+    total = 0  # bytes read for all tensors: each may name the whole of one large file again
     for tensor in external:
         info = {entry.key: entry.value for entry in tensor.external_data}
         location = info.get("location", "")
-        if not isinstance(location, str):
-            raise OnnxError(f"{name}: tensor {tensor.name!r}'s external location is not text")
-        if (
-            not location
-            or os.path.isabs(location)
-            or ".." in location.replace("\\", "/").split("/")
-        ):
-            raise OnnxError(
-                f"{name}: tensor {tensor.name!r} names external data {location!r} outside the "
-                "model's folder (refused)"
-            )
-        full = os.path.realpath(os.path.join(root, location))
-        if os.path.commonpath([full, root]) != root:
-            raise OnnxError(
-                f"{name}: tensor {tensor.name!r}'s external data {location!r} leads outside the "
-                "model's folder (refused)"
-            )
-        if not os.path.isfile(full):
+        what = f"{name}: tensor {tensor.name!r}'s external data"
+        if not location:
+            raise OnnxError(f"{what} names no file (refused)")
+        # (the shared check: text without NUL, relative, no "..", no link out of the folder)
+        full = inside_folder(root, location, what, OnnxError, None)
+        try:
+            stream = open_regular(full)
+        except OSError:
             raise OnnxError(
                 f"{name}: tensor {tensor.name!r}'s external data file {location!r} is missing"
-            )
-        size = os.path.getsize(full)
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else size - offset
-        except ValueError:
-            raise OnnxError(
-                f"{name}: tensor {tensor.name!r} has a malformed external offset/length"
             ) from None
-        if offset < 0 or length < 0 or offset + length > size:
-            raise OnnxError(
-                f"{name}: tensor {tensor.name!r}'s external data ({location!r}, offset {offset}, "
-                f"length {length}) lies outside its {size}-byte file"
-            )
-        with open(full, "rb") as f:
-            f.seek(offset)
-            tensor.raw_data = f.read(length)
+        with stream:
+            size = os.fstat(stream.fileno()).st_size
+            try:
+                offset = int(info.get("offset", 0))
+                length = int(info["length"]) if "length" in info else size - offset
+            except ValueError:
+                raise OnnxError(
+                    f"{name}: tensor {tensor.name!r} has a malformed external offset/length"
+                ) from None
+            if offset < 0 or length < 0 or offset + length > size:
+                raise OnnxError(
+                    f"{name}: tensor {tensor.name!r}'s external data ({location!r}, offset "
+                    f"{offset}, length {length}) lies outside its {size}-byte file"
+                )
+            total += length
+            check_allocation(total, f"{what} (with the tensors read before it)", OnnxError)
+            stream.seek(offset)
+            tensor.raw_data = stream.read(length)
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
 
@@ -311,7 +311,7 @@ def tensor_to_array(tensor, where: str) -> np.ndarray:
         raise OnnxError(
             f"{where}: tensor {tensor.name!r} declares shape {dims} but holds {array.size} values"
         )
-    return array.reshape(dims)
+    return canonical_bools(array).reshape(dims)
 
 
 def _sub_byte_types():

@@ -67,6 +67,7 @@ from ._model import (
     tensor_to_array,
 )
 from ._size_contract import SizeContract
+from ._static_budget import StaticBudget
 
 
 def load(
@@ -101,7 +102,9 @@ def _loop_bound(value):
 class GraphRunner:
     """One ONNX graph, checked, with its nodes' converters and attributes resolved."""
 
-    def __init__(self, graph, model: ModelSource, where: str, outer_names: set):
+    def __init__(
+        self, graph, model: ModelSource, where: str, outer_names: set, outer_weight_bytes: int = 0
+    ):
         self.model = model
         self.where = where
         sort_nodes(graph)
@@ -111,6 +114,10 @@ class GraphRunner:
             self.initializers[init.name] = tensor_to_array(init, where)
         for sparse in graph.sparse_initializer:
             self.initializers[sparse.values.name] = sparse_to_array(sparse, where)
+        # what the static values of a run may add up to grows with the weights it can read
+        self.weight_bytes = outer_weight_bytes + sum(
+            a.nbytes for a in self.initializers.values() if isinstance(a, np.ndarray)
+        )
         # IR < 4: an initializer may also be an input, whose value the caller may override
         self.input_names = [vi.name for vi in graph.input if vi.name not in self.initializers]
         self.input_infos = [vi for vi in graph.input if vi.name not in self.initializers]
@@ -155,7 +162,9 @@ class GraphRunner:
                 for position, g in enumerate(graphs):
                     if type(g).__name__ == "GraphProto":
                         key = (id(node), name if len(graphs) == 1 else f"{name}[{position}]")
-                        self._subgraphs[key] = GraphRunner(g, model, f"{label}/{key[1]}", visible)
+                        self._subgraphs[key] = GraphRunner(
+                            g, model, f"{label}/{key[1]}", visible, self.weight_bytes
+                        )
             self.steps.append((node, label, attrs, opset, conv))
 
     def subgraph(self, node, name: str, attrs: dict) -> GraphRunner:
@@ -189,13 +198,14 @@ class GraphRunner:
             )
         for name, value in zip(self.input_names, inputs):
             env[name] = value
+        budget = StaticBudget(self.initializers, self.weight_bytes)
         for step in self.steps:
             if pinned and all(name in pinned for name in step[0].output if name):
                 continue
-            self._run_step(step, env)
+            self._run_step(step, env, budget)
         return [env[name] for name in self.output_names]
 
-    def _run_step(self, step, env) -> None:
+    def _run_step(self, step, env, budget: StaticBudget | None = None) -> None:
         """Run one node over ``env``, writing its outputs there."""
         node, label, attrs, opset, conv = step
         args = [env[name] if name else None for name in node.input]
@@ -229,6 +239,8 @@ class GraphRunner:
         for value in outs:
             if is_symbolic(value):  # (known before anything is allocated: a captured model)
                 check_size(value.shape, value.dtype, label)
+        if budget is not None:  # (the arrays a run keeps: not a Loop body's per iteration)
+            budget.charge(outs, label)
         if len(outs) < sum(1 for o in node.output if o):
             raise OnnxError(f"{label}: produced {len(outs)} outputs, the node names more")
         for name, value in zip(node.output, outs):
@@ -272,6 +284,19 @@ def _check_arity(node, label: str, domain: str, opset: int) -> None:
     for position, (name, formal) in enumerate(zip(node.input, schema.inputs)):
         if not name and formal.option == single:
             raise OnnxError(f"{label}: input {position} ({formal.name}) is required")
+    # each attribute of the kind the schema gives it, as ONNX's checker requires: converters
+    # read attributes by name, and a Constant's "value" holding a graph became an object array
+    # handed to the caller, a LeakyRelu's alpha given as text was read as a number
+    for attribute in node.attribute:
+        formal = schema.attributes.get(attribute.name)
+        if formal is None or attribute.type == onnx.AttributeProto.UNDEFINED:
+            continue
+        if int(attribute.type) != int(formal.type):
+            given = onnx.AttributeProto.AttributeType.Name(attribute.type)
+            wanted = onnx.AttributeProto.AttributeType.Name(int(formal.type))
+            raise OnnxError(
+                f"{label}: attribute {attribute.name!r} is {given}, {node.op_type} takes {wanted}"
+            )
 
 
 def _as_static(out, ctx):

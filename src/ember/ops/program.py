@@ -20,7 +20,9 @@ operand with ``operand.pick(inputs, temps, constant)``: the input, the temporary
 
 from __future__ import annotations
 
+import functools
 import math
+import string
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -100,6 +102,23 @@ class Const:
 
     def __str__(self) -> str:
         return str(self.dtype.np.type(self.value))  # shortest form in its dtype: 1.702, -inf
+
+    @staticmethod
+    def holds(value, dtype: dt.DType) -> bool:
+        """Whether ``value`` (a float, or a bool for bool) is a value of ``dtype``: an integer
+        dtype's constant is a whole number within its range (a file's ``inf`` or ``2**70``
+        for an int64 constant would reach NumPy's casts and generated C as no int64 at all);
+        a floating one's any float (it rounds, to infinity past its range, as a cast does)."""
+        if dtype is dt.bool_:
+            return isinstance(value, bool)
+        if isinstance(value, bool) or not isinstance(value, float):
+            return False
+        if dtype.is_floating_point:
+            return True
+        if not (math.isfinite(value) and value.is_integer()):
+            return False
+        info = np.iinfo(dtype.np)
+        return info.min <= value <= info.max
 
     def __repr__(self) -> str:
         return f"Const({self.value!r}, {self.dtype.name})"
@@ -200,7 +219,11 @@ def check_program(program, n_inputs: int, outputs, op_name: str) -> None:
             ok = (
                 (isinstance(ref, Input) and 0 <= ref.index < n_inputs)
                 or (isinstance(ref, Temp) and 0 <= ref.index < j)
-                or (isinstance(ref, Const) and isinstance(ref.dtype, dt.DType))
+                or (
+                    isinstance(ref, Const)
+                    and isinstance(ref.dtype, dt.DType)
+                    and Const.holds(ref.value, ref.dtype)
+                )
             )
             if not ok:
                 raise bad(f"instruction {j} ({instr.op.name}) reads {ref!r}, which is not there")
@@ -208,5 +231,24 @@ def check_program(program, n_inputs: int, outputs, op_name: str) -> None:
             isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) for a in instr.attrs
         ):
             raise bad(f"instruction {j} ({instr.op.name}): attrs must be (name, value) pairs")
+        # the reference kernel would take its defaults, but a C loop spells only what is given
+        missing = c_attributes(instr.op) - {key for key, _ in instr.attrs}
+        if missing:
+            raise bad(
+                f"instruction {j} ({instr.op.name}) lacks the attribute(s) {sorted(missing)} "
+                "its C expression reads"
+            )
     if not all(isinstance(j, int) and 0 <= j < len(program) for j in outputs):
         raise bad(f"outputs {outputs!r} name instructions the program (of {len(program)}) lacks")
+
+
+_C_FIELDS_OF_EVERY_LOOP = frozenset({"T", "f", "nan"})  # (cfuse_source fills these itself)
+
+
+@functools.cache
+def c_attributes(op: OpDef) -> frozenset:
+    """The attribute names ``op``'s C expression reads (``{delta}`` in huber's)."""
+    if not op.c:
+        return frozenset()
+    names = {field for _, field, _, _ in string.Formatter().parse(op.c) if field}
+    return frozenset(n for n in names if not n.isdigit()) - _C_FIELDS_OF_EVERY_LOOP

@@ -48,7 +48,10 @@ class InspectError(EmberError):
 def _console(out):
     from rich.console import Console
 
-    return Console(file=out, width=120, color_system=None, force_terminal=False, highlight=False)
+    # markup off: names come from files, and "[/bold]" in one raised rich's MarkupError
+    return Console(
+        file=out, width=120, color_system=None, force_terminal=False, highlight=False, markup=False
+    )
 
 
 def _section(console, title: str) -> None:

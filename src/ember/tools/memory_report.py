@@ -173,7 +173,9 @@ class MemoryReport:
         from rich.console import Console
 
         out = io.StringIO()
-        console = Console(file=out, width=120, color_system=None, force_terminal=False)
+        console = Console(  # (markup off: layer names may come from files)
+            file=out, width=120, color_system=None, force_terminal=False, markup=False
+        )
         console.print(f"memory of {self.description}", highlight=False)
         console.print(self.table())
         if self.by_layer:

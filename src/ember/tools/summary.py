@@ -94,7 +94,9 @@ class ModelSummary:
         from rich.console import Console
 
         out = io.StringIO()
-        console = Console(file=out, width=120, color_system=None, force_terminal=False)
+        console = Console(  # (markup off: layer names may come from files)
+            file=out, width=120, color_system=None, force_terminal=False, markup=False
+        )
         console.print(self.table())
         console.print(self.totals_text())
         return out.getvalue().rstrip("\n")
