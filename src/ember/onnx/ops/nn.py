@@ -5,7 +5,9 @@ nn_pool.py share.
 Convolutions go straight to ember's ``conv`` primitive and its adjoint ``conv_input_grad``
 (ops/conv.py), whose padding is a (before, after) pair per spatial dimension: ONNX's asymmetric
 pads, auto_pad and ConvTranspose's output_padding / output_shape need no padded copy of the input,
-and the C kernels, the epilogue fusion and the gradients apply as they do to ``F.conv2d``.
+and the C kernels, the epilogue fusion and the gradients apply as they do to ``F.conv2d``. A
+ConvTranspose whose windows tile its output (strides equal to the kernel, no padding) is a
+product and a copy instead (`_unshuffled_product`), which the C graph runner runs.
 """
 
 from __future__ import annotations
