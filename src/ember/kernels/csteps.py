@@ -52,8 +52,11 @@ typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const
 LINEAR_STEP(float, ember_linear_step_f32)
 LINEAR_STEP(double, ember_linear_step_f64)
 
-/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
-void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
+/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous); nothing where the
+   output is the input's own memory (the runner's arena may place them so). args: out, in, n */
+void ember_copy_step(const long *a) {
+  if (a[0] != a[1]) memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]);
+}
 
 /* a strided copy (a view's elements, copied): the C-contiguous output, of shape ``shape``,
    reads its element i at offset + sum(i_d * stride_d) bytes of the input (strides may be 0 or
@@ -218,7 +221,8 @@ def copy_step(node) -> CStep | None:
     if size != int(np.prod(x.shape, dtype=np.int64)) * x.dtype.np.itemsize:
         return None
     args = np.array([0, 0, size], np.int64)
-    return CStep(function_address(library[1]), args, [(0, "out", 0), (1, "in", 0)], (library,))
+    slots = [(0, "out", 0), (1, "in", 0)]
+    return CStep(function_address(library[1]), args, slots, (library,), same_bytes=True)
 
 
 def linear_step(
