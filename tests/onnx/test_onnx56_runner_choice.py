@@ -107,3 +107,32 @@ def test_an_imported_mlp_stack_matches_onnxruntime_on_one_thread(tmp_path):
         ember.set_num_threads(threads)
     assert f.eager_reason is None
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_c
+def test_unmeasured_nodes_are_priced_by_the_tables_scaled_to_the_measured_ones():
+    """A budget that measured one node of an op leaves the others priced by the tables times
+    that op's measured-to-table ratio, per side (generated code, worker, alone)."""
+    from ember.runtime.parallel_cost import _estimate, calibrate, scaled_to_measured
+
+    graph = _graph()
+    calibration = calibrate().for_c_runner()
+    steps = cgraph.c_steps(graph)
+    measured = cgraph.measure_nodes(graph, steps, reps=1, budget_s=0.0)
+    (first,) = measured
+    filled = scaled_to_measured(graph, calibration, measured)
+    calls = [i for i, n in enumerate(graph.nodes) if n.kind == "call"]
+    assert set(filled) == set(calls) and filled[first] == measured[first]
+    table = _estimate(graph.nodes[first], calibration)
+    tables = (table.seconds, table.worker_seconds, table.alone_seconds or table.worker_seconds)
+    ratios = [m / t for m, t in zip(measured[first], tables)]
+    checked = 0
+    for p in calls:
+        node = graph.nodes[p]
+        if p == first or node.op.name != graph.nodes[first].op.name:
+            continue
+        other = _estimate(node, calibration)
+        sides = (other.seconds, other.worker_seconds, other.alone_seconds or other.worker_seconds)
+        np.testing.assert_allclose(filled[p], [s * r for s, r in zip(sides, ratios)], rtol=1e-9)
+        checked += 1
+    assert checked >= 3  # (the three products of one signature, unmeasured)
