@@ -370,6 +370,113 @@ def encoder(torch, hidden=128, heads=4, layers=2, seq=64, batch=1):
     return net.eval(), (torch.randn(batch, seq, hidden),)
 
 
+def unet(torch, width=16, image=64, batch=1):
+    """A small U-Net: conv-BN-ReLU pairs, max pooling down, transposed convolutions up, skip
+    connections concatenated along channels."""
+    nn = torch.nn
+
+    def double(cin, cout):
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(),
+        )
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            w = width
+            self.down = nn.ModuleList([double(3, w), double(w, 2 * w), double(2 * w, 4 * w)])
+            self.pool = nn.MaxPool2d(2)
+            self.middle = double(4 * w, 8 * w)
+            self.up = nn.ModuleList(
+                [nn.ConvTranspose2d(c, c // 2, 2, stride=2) for c in (8 * w, 4 * w, 2 * w)]
+            )
+            self.fuse = nn.ModuleList([double(c, c // 2) for c in (8 * w, 4 * w, 2 * w)])
+            self.head = nn.Conv2d(w, 2, 1)
+
+        def forward(self, x):
+            skips = []
+            for block in self.down:
+                x = block(x)
+                skips.append(x)
+                x = self.pool(x)
+            x = self.middle(x)
+            for up, fuse, skip in zip(self.up, self.fuse, reversed(skips)):
+                x = fuse(torch.cat([up(x), skip], 1))
+            return self.head(x)
+
+    torch.manual_seed(0)
+    net = Net()
+    for m in net.modules():  # (trained-looking statistics: folding must carry them)
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
+def efficientnet(torch, image=96, batch=1):
+    """EfficientNet-like MBConv blocks: 1x1 expansion, depthwise convolution, SiLU,
+    squeeze-and-excitation (global average pooling, two 1x1 convolutions, sigmoid gate), 1x1
+    projection with BatchNorm, residual adds."""
+    nn = torch.nn
+
+    class MBConv(nn.Module):
+        def __init__(self, cin, cout, stride, expand=4, kernel=3):
+            super().__init__()
+            mid = cin * expand
+            self.expand = nn.Sequential(
+                nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.SiLU()
+            )
+            self.depthwise = nn.Sequential(
+                nn.Conv2d(mid, mid, kernel, stride, kernel // 2, groups=mid, bias=False),
+                nn.BatchNorm2d(mid),
+                nn.SiLU(),
+            )
+            squeeze = max(1, cin // 4)
+            self.se = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1),
+                nn.Conv2d(mid, squeeze, 1),
+                nn.SiLU(),
+                nn.Conv2d(squeeze, mid, 1),
+                nn.Sigmoid(),
+            )
+            self.project = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x):
+            y = self.depthwise(self.expand(x))
+            y = self.project(y * self.se(y))
+            return x + y if self.residual else y
+
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 16, 3, 2, 1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.SiLU(),
+        MBConv(16, 24, 2),
+        MBConv(24, 24, 1),
+        MBConv(24, 40, 2, kernel=5),
+        MBConv(40, 40, 1, kernel=5),
+        MBConv(40, 80, 2),
+        MBConv(80, 80, 1),
+        nn.Conv2d(80, 320, 1, bias=False),
+        nn.BatchNorm2d(320),
+        nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(320, 10),
+    )
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+    return net.eval(), (torch.randn(batch, 3, image, image),)
+
+
 BUILDERS = {
     "bert": bert,
     "gpt2": gpt2,
@@ -384,6 +491,8 @@ BUILDERS = {
     "bilstm": bilstm,
     "gru": gru,
     "encoder": encoder,
+    "unet": unet,
+    "efficientnet": efficientnet,
 }
 
 # typical small inference models (benchmarks/c_step_survey.py)

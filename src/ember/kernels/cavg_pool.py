@@ -7,8 +7,12 @@ only its elements inside the input, in the same order, onto a start that stands 
 padding would have done: -0.0 (the identity of addition: ``-0.0 + a`` is ``a`` for every a)
 where the window lies wholly inside, +0.0 where it covers padding or ceil_mode's overhang (a
 padded zero added to a running total changes only a total of -0.0, which it makes +0.0, and a
-total is -0.0 only while every term so far was). The sums stay scalar, in order (no
-fast-math: the compiler keeps the additions as written), so every result is NumPy's.
+total is -0.0 only while every term so far was). Each output's sum stays one chain in that
+order (no fast-math: the compiler keeps the additions as written; vectors hold several
+outputs' chains side by side, one per lane, never one output's terms), so every result is
+NumPy's. Rows with enough output columns inside the input take them a vector at a time (the
+widest of 64, 32 or 16 bytes they fill; strides 1 and 2: whole or even/odd lanes) rather
+than in passes along the row, whose totals go through memory at every window offset.
 
 Geometry is an argument (one library per dtype): D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW,
 PD, PH, PW; 1-d and 2-d poolings are 3-d ones with leading sizes of one. The divisors come
@@ -26,7 +30,8 @@ from .cstep import CStep, data_address, function_address
 
 __all__ = ["avg_pool", "avg_pool_c_step", "lifted_geometry"]
 
-_C = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# the C type, and the integer type of its width (a shuffle's mask lanes)
+_C = {np.dtype(np.float32): ("float", "int"), np.dtype(np.float64): ("double", "long")}
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
 
 _SOURCE = r"""
@@ -34,12 +39,45 @@ typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job { const T *x; T *out; const T *div; const long *g; };
 
-/* one output row at a time, the row itself the running totals: each window offset (kd, kh, kw)
-   in row-major order adds its element to every output of the row whose window holds it inside
-   the input, a pass along the row the compiler vectorizes, so each output still takes its
-   elements in the window's order */
-static void planes(void *job_, long lo, long hi) {
-  const struct job *j = job_;
+/* One output row at a time, in two ways that give the same bits. Where the rows have
+   outputs whose windows lie wholly inside them (columns [ilo, ihi)), those are summed a vector
+   at a time in a register, the widest vector (64, 32 or 16 bytes) whose lanes those columns
+   fill: each lane takes its window's elements in row-major window order, loaded as whole
+   vectors (stride 1) or as the even or odd lanes of two (stride 2), so no lane's additions are
+   reordered; the columns past the last whole vector are one more vector ending at ihi (over
+   columns summed already: the same bits again), the few at the edges summed one by one. Rows
+   narrower than every vector (or other strides) use the row itself as the running totals:
+   each window offset (kd, kh, kw) in row-major order adds its element to every output whose
+   window holds it inside the input, a pass along the row the compiler vectorizes. */
+
+/* the row's outputs of columns [c0, c1) by passes along it */
+static inline __attribute__((always_inline)) void passes(const T *x, T *out, const long *g,
+                                                         long d0, long da, long db, long h0,
+                                                         long ha, long hb, long c0, long c1) {
+  const long H = g[1], W = g[2], KW = g[8], SW = g[11], PW = g[14];
+  for (long kd = da; kd < db; kd++)
+    for (long kh = ha; kh < hb; kh++) {
+      const T *row = x + ((d0 + kd) * H + h0 + kh) * W;
+      for (long kw = 0; kw < KW; kw++) {
+        /* the outputs whose column w = ow * SW - PW + kw lies in [0, W), within [c0, c1) */
+        long first = PW - kw > 0 ? (PW - kw + SW - 1) / SW : 0;
+        long end = W - 1 + PW - kw < 0 ? 0 : (W - 1 + PW - kw) / SW + 1;
+        if (first < c0) first = c0;
+        if (end > c1) end = c1;
+        const T *at = row - PW + kw;
+        /* (strides 1 and 2 spelled out: constant strides the vectorizer takes) */
+        if (SW == 1)
+          for (long ow = first; ow < end; ow++) out[ow] += at[ow];
+        else if (SW == 2)
+          for (long ow = first; ow < end; ow++) out[ow] += at[2 * ow];
+        else
+          for (long ow = first; ow < end; ow++) out[ow] += at[ow * SW];
+      }
+    }
+}
+
+/* rows too narrow for a vector: every column by passes along the row */
+static void narrow_planes(const struct job *j, long lo, long hi) {
   const long *g = j->g;
   const long D = g[0], H = g[1], W = g[2], OD = g[3], OH = g[4], OW = g[5];
   const long KD = g[6], KH = g[7], KW = g[8], SD = g[9], SH = g[10], SW = g[11];
@@ -59,28 +97,103 @@ static void planes(void *job_, long lo, long hi) {
           const long w0 = ow * SW - PW;
           out[ow] = rows_whole && w0 >= 0 && w0 + KW <= W ? (T)-0.0 : (T)0.0;
         }
-        for (long kd = da; kd < db; kd++)
-          for (long kh = ha; kh < hb; kh++) {
-            const T *row = x + ((d0 + kd) * H + h0 + kh) * W;
-            for (long kw = 0; kw < KW; kw++) {
-              /* the outputs whose column w = ow * SW - PW + kw lies in [0, W) */
-              long first = PW - kw > 0 ? (PW - kw + SW - 1) / SW : 0;
-              long end = W - 1 + PW - kw < 0 ? 0 : (W - 1 + PW - kw) / SW + 1;
-              if (end > OW) end = OW;
-              const T *at = row - PW + kw;
-              /* (strides 1 and 2 spelled out: constant strides the vectorizer takes) */
-              if (SW == 1)
-                for (long ow = first; ow < end; ow++) out[ow] += at[ow];
-              else if (SW == 2)
-                for (long ow = first; ow < end; ow++) out[ow] += at[2 * ow];
-              else
-                for (long ow = first; ow < end; ow++) out[ow] += at[ow * SW];
-            }
-          }
+        passes(x, out, g, d0, da, db, h0, ha, hb, 0, OW);
         for (long ow = 0; ow < OW; ow++) out[ow] /= div[ow];
       }
     }
   }
+}
+
+/* output column c of the row, its elements inside the input one by one in window order */
+#define COLUMN(c)                                                                    \
+  {                                                                                  \
+    const long w0 = (c) * SW - PW;                                                   \
+    const long wa = w0 < 0 ? -w0 : 0, wb = w0 + KW > W ? W - w0 : KW;                \
+    T acc = rows_whole && wa == 0 && wb == KW ? (T)-0.0 : (T)0.0;                    \
+    for (long kd = da; kd < db; kd++)                                                \
+      for (long kh = ha; kh < hb; kh++) {                                            \
+        const T *row = x + ((d0 + kd) * H + h0 + kh) * W + w0;                       \
+        for (long kw = wa; kw < wb; kw++) acc += row[kw];                            \
+      }                                                                              \
+    out[c] = acc / div[c];                                                           \
+  }
+
+/* the vector of outputs from column o: each window offset's elements (stride 1: a vector
+   from the offset; stride 2: the even or odd lanes of the two vectors from the offset's
+   pair, 2 * lanes elements read from the pair's first) added lane by lane */
+#define VECTOR(o)                                                                    \
+  {                                                                                  \
+    V acc = start - (V){};                                                           \
+    for (long kd = da; kd < db; kd++)                                                \
+      for (long kh = ha; kh < hb; kh++) {                                            \
+        const T *row = x + ((d0 + kd) * H + h0 + kh) * W + (o) * SW - PW;            \
+        for (long kw = 0; kw < KW; kw++)                                             \
+          if (SW == 1)                                                               \
+            acc += *(const V *)(row + kw);                                           \
+          else                                                                       \
+            acc += __builtin_shuffle(*(const V *)(row + (kw & ~1L)),                 \
+                                     *(const V *)(row + (kw & ~1L) + N),             \
+                                     kw & 1 ? odd : even);                           \
+      }                                                                              \
+    *(V *)(out + (o)) = acc / *(const V *)(div + (o));                               \
+  }
+
+/* rows summed in vectors of BYTES bytes (strides 1 and 2, ihi - ilo at least its lanes) */
+#define WIDE_PLANES(NAME, BYTES)                                                     \
+  static void NAME(const struct job *j, long lo, long hi, long ilo, long ihi) {      \
+    typedef T V __attribute__((vector_size(BYTES), aligned(sizeof(T)), may_alias));  \
+    typedef M VM __attribute__((vector_size(BYTES)));                                \
+    enum { N = BYTES / sizeof(T) };                                                  \
+    const long *g = j->g;                                                            \
+    const long D = g[0], H = g[1], W = g[2], OD = g[3], OH = g[4], OW = g[5];        \
+    const long KD = g[6], KH = g[7], KW = g[8], SD = g[9], SH = g[10], SW = g[11];   \
+    const long PD = g[12], PH = g[13], PW = g[14];                                   \
+    /* a stride-2 vector at column o reads up to element 2 o - PW + reach: inside W */ \
+    const long reach = SW == 1 ? N + KW - 1 : ((KW - 1) & ~1L) + 2 * N;              \
+    VM even, odd;                                                                    \
+    for (long v = 0; v < N; v++) even[v] = 2 * v, odd[v] = 2 * v + 1;                \
+    for (long p = lo; p < hi; p++) {                                                 \
+      const T *x = j->x + p * D * H * W;                                             \
+      T *out = j->out + p * OD * OH * OW;                                            \
+      const T *div = j->div;                                                         \
+      for (long od = 0; od < OD; od++) {                                             \
+        const long d0 = od * SD - PD;                                                \
+        const long da = d0 < 0 ? -d0 : 0, db = d0 + KD > D ? D - d0 : KD;            \
+        for (long oh = 0; oh < OH; oh++, out += OW, div += OW) {                     \
+          const long h0 = oh * SH - PH;                                              \
+          const long ha = h0 < 0 ? -h0 : 0, hb = h0 + KH > H ? H - h0 : KH;          \
+          const int rows_whole = da == 0 && db == KD && ha == 0 && hb == KH;         \
+          /* -0.0 where the window lies wholly inside, +0.0 where it covers padding */ \
+          const T start = rows_whole ? (T)-0.0 : (T)0.0;                             \
+          long ow = ilo;                                                             \
+          for (; ow + N <= ihi && ow * SW - PW + reach <= W; ow += N) VECTOR(ow)     \
+          if (ow < ihi && (ihi - N) * SW - PW + reach <= W) {                        \
+            VECTOR(ihi - N)                                                          \
+            ow = ihi;                                                                \
+          }                                                                          \
+          for (long c = 0; c < ilo; c++) COLUMN(c)                                   \
+          for (long c = ow; c < OW; c++) COLUMN(c)                                   \
+        }                                                                            \
+      }                                                                              \
+    }                                                                                \
+  }
+WIDE_PLANES(planes64, 64)
+WIDE_PLANES(planes32, 32)
+WIDE_PLANES(planes16, 16)
+
+static void planes(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long *g = j->g;
+  const long W = g[2], OW = g[5], KW = g[8], SW = g[11], PW = g[14];
+  /* the columns whose windows lie inside the row: ow * SW - PW >= 0, ow * SW - PW + KW <= W */
+  long ilo = (PW + SW - 1) / SW, ihi = W + PW - KW < 0 ? 0 : (W + PW - KW) / SW + 1;
+  if (ihi > OW) ihi = OW;
+  if (ilo > ihi) ilo = ihi;
+  const long inside = SW == 1 || SW == 2 ? ihi - ilo : 0;
+  if (inside * (long)sizeof(T) >= 64) planes64(j, lo, hi, ilo, ihi);
+  else if (inside * (long)sizeof(T) >= 32) planes32(j, lo, hi, ilo, ihi);
+  else if (inside * (long)sizeof(T) >= 16) planes16(j, lo, hi, ilo, ihi);
+  else narrow_planes(j, lo, hi);
 }
 
 void avg_pool(const T *x, T *out, long count, const T *div, const long *g, ember_pool pool) {
@@ -115,7 +228,12 @@ def _library(dtype: np.dtype, symbol: str, argtypes: list):
     if dtype not in _C or not ccompile.compiler_available():
         return None, None
     try:
-        fn = ccompile.load(f"#define T {_C[dtype]}\n" + _SOURCE, symbol, argtypes, flags=_FLAGS)
+        fn = ccompile.load(
+            f"#define T {_C[dtype][0]}\n#define M {_C[dtype][1]}\n" + _SOURCE,
+            symbol,
+            argtypes,
+            flags=_FLAGS,
+        )
     except ccompile.CompileError:
         return None, None
     _built[(dtype, symbol)] = found = (fn, cpool.parallel_for())

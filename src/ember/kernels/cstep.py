@@ -38,7 +38,9 @@ class CStep:
     ``overwrites_operand``: the step computes right even where an output of an input's type is
     that input's own memory (a fused loop's elementwise index-by-index writes, as generated code
     hands it ``out=`` a dying operand): the runner then places such an output over an operand
-    nothing reads afterwards (runtime/cgraph_memory.py)."""
+    nothing reads afterwards (runtime/cgraph_memory.py). ``same_bytes``: the output is the
+    first input's bytes in their order (a reshape's copy): the runner may hold both in one
+    buffer, and the step, finding its output at its input's address, copies nothing."""
 
     fn: int
     args: np.ndarray
@@ -47,6 +49,7 @@ class CStep:
     contiguous_inputs: tuple = field(default=())
     failed: np.ndarray | None = field(default=None)
     overwrites_operand: bool = field(default=False)
+    same_bytes: bool = field(default=False)
 
 
 def layout_operands(x) -> tuple:

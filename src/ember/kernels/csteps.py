@@ -21,6 +21,7 @@ from .cstep import BIAS_RELU, CStep, function_address, layout_operands
 __all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
 
 _SOURCE = r"""
+#include <stdint.h>
 #include <string.h>
 /* out (m x n) = x (m x k) @ op(w) (w^T, w being n x k, when tb; else w, k x n) with ember's
    own GEMM (kernels/cgemm.py), or its kernel for few rows when given, then + bias per column,
@@ -51,32 +52,60 @@ typedef void (*ember_skinny_fn)(int, long, long, long, const void *, long, const
 LINEAR_STEP(float, ember_linear_step_f32)
 LINEAR_STEP(double, ember_linear_step_f64)
 
-/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous). args: out, in, n */
-void ember_copy_step(const long *a) { memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]); }
+/* a copy of ``n`` bytes (a reshape: the runner's arrays are contiguous); nothing where the
+   output is the input's own memory (the runner's arena may place them so). args: out, in, n */
+void ember_copy_step(const long *a) {
+  if (a[0] != a[1]) memcpy((char *)a[0], (const char *)a[1], (size_t)a[2]);
+}
 
 /* a strided copy (a view's elements, copied): the C-contiguous output, of shape ``shape``,
    reads its element i at offset + sum(i_d * stride_d) bytes of the input (strides may be 0 or
-   negative). args: out, in, ndim (1 to 16), itemsize, offset, the shape, the strides */
+   negative). args: out, in, ndim (1 to 16), itemsize, offset, the shape, the strides.
+   The last two dimensions are one block per outer index (a row of the block per element of
+   the second-to-last), and a row whose elements are one run is copied as one unit of its
+   bytes: a permutation's short innermost runs (a pixel shuffle's 2 elements) would otherwise
+   pay the outer index's arithmetic, or a call of memcpy, every run. */
+typedef struct { uint64_t lo, hi; } ember_u128;
+#define STRIDED_ROWS(TYPE)                                                           \
+  for (long r = 0; r < rows; r++, out += n * sizeof(TYPE)) {                         \
+    const char *s = src + r * rstep;                                                 \
+    TYPE *o = (TYPE *)out;                                                           \
+    for (long i = 0; i < n; i++) memcpy(o + i, s + i * estep, sizeof(TYPE));         \
+  }
 void ember_strided_copy_step(const long *a) {
   char *out = (char *)a[0];
   const char *in = (const char *)a[1] + a[4];
   long nd = a[2], size = a[3], idx[16] = {0}, outer = 1;
   const long *shape = a + 5, *stride = a + 5 + nd;
   long inner = shape[nd - 1], step = stride[nd - 1];
-  for (long d = 0; d < nd - 1; d++) outer *= shape[d];
+  long rows = nd > 1 ? shape[nd - 2] : 1, rstep = nd > 1 ? stride[nd - 2] : 0;
+  long lead = nd > 1 ? nd - 2 : 0; /* the dimensions outside the blocks */
+  /* a row's units: its elements, or its one run when they are contiguous */
+  long unit = step == size ? inner * size : size, n = step == size ? 1 : inner;
+  long estep = step == size ? unit : step;
+  for (long d = 0; d < lead; d++) outer *= shape[d];
   for (long o = 0; o < outer; o++) {
     const char *src = in;
-    for (long d = 0; d < nd - 1; d++) src += idx[d] * stride[d];
-    if (step == size) /* a contiguous run: one copy */
-      memcpy(out, src, (size_t)(inner * size));
-    else if (size == 4)
-      for (long i = 0; i < inner; i++) memcpy(out + 4 * i, src + i * step, 4);
-    else if (size == 8)
-      for (long i = 0; i < inner; i++) memcpy(out + 8 * i, src + i * step, 8);
-    else
-      for (long i = 0; i < inner; i++) memcpy(out + size * i, src + i * step, (size_t)size);
-    out += inner * size;
-    for (long d = nd - 2; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+    for (long d = 0; d < lead; d++) src += idx[d] * stride[d];
+    if (n == 1 && rstep == unit) { /* the whole block is one run */
+      memcpy(out, src, (size_t)(rows * unit));
+      out += rows * unit;
+    } else if (unit == 4) {
+      STRIDED_ROWS(uint32_t)
+    } else if (unit == 8) {
+      STRIDED_ROWS(uint64_t)
+    } else if (unit == 16) {
+      STRIDED_ROWS(ember_u128)
+    } else if (unit == 2) {
+      STRIDED_ROWS(uint16_t)
+    } else if (unit == 1) {
+      STRIDED_ROWS(uint8_t)
+    } else {
+      for (long r = 0; r < rows; r++, out += n * unit)
+        for (long i = 0; i < n; i++)
+          memcpy(out + unit * i, src + r * rstep + i * estep, (size_t)unit);
+    }
+    for (long d = lead - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
   }
 }
 
@@ -192,7 +221,8 @@ def copy_step(node) -> CStep | None:
     if size != int(np.prod(x.shape, dtype=np.int64)) * x.dtype.np.itemsize:
         return None
     args = np.array([0, 0, size], np.int64)
-    return CStep(function_address(library[1]), args, [(0, "out", 0), (1, "in", 0)], (library,))
+    slots = [(0, "out", 0), (1, "in", 0)]
+    return CStep(function_address(library[1]), args, slots, (library,), same_bytes=True)
 
 
 def linear_step(

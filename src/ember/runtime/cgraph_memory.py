@@ -85,10 +85,13 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
     taken_at: list = []  # (positions touching a buffer before, position of the step taking it)
     for p, (node, step) in enumerate(zip(calls, steps)):
         taken = _dying_operand(node, step, p, buffer_of, readers, kept_out)
+        shared = _same_bytes(node, step, buffer_of, kept_out)
         for v in node.outputs:
             if id(v) in kept_out:
                 continue
-            if taken is not None and v.index == taken[0]:
+            if shared is not None:  # (a reshape: its input's buffer, which lives on for both)
+                b = shared
+            elif taken is not None and v.index == taken[0]:
                 b = buffer_of[id(taken[1])]
                 taken_at.append((set(b.touches) - {p}, p))
             else:
@@ -119,6 +122,20 @@ def plan_arena(graph, calls: list, steps: list, threads: int = 1) -> RunnerArena
             start = skip + b.offset
             arrays[id(v)] = memory[start : start + b.nbytes].view(dtype).reshape(shape)
     return RunnerArena(memory, size, arrays, edges)
+
+
+def _same_bytes(node, step, buffer_of, kept_out):
+    """The buffer of the input whose bytes ``node``'s step copies unchanged (a reshape,
+    ``CStep.same_bytes``) where its output can be that buffer too, else None: the output and
+    the input are then one memory, read by both values' readers, written by no step before
+    the last of them (a later step writing over it checks the buffer's every reader), so the
+    step copies nothing."""
+    if not step.same_bytes or len(node.outputs) != 1 or id(node.outputs[0]) in kept_out:
+        return None
+    b = buffer_of.get(id(node.inputs[0]))
+    if b is None or b.nbytes != nbytes(node.outputs[0]):
+        return None
+    return b
 
 
 def _dying_operand(node, step, p, buffer_of, readers, kept_out):

@@ -33,7 +33,7 @@ from ..errors import EmberError
 from ..kernels import blas_threads
 from . import cgraph
 from .codegen import compile_graph
-from .parallel_cost import calibrate
+from .parallel_cost import calibrate, scaled_to_measured
 from .parallel_plan import MARGIN, ParallelPlan, plan
 from .workers import Run, initial_env, worker_pool, worker_steps
 
@@ -69,6 +69,8 @@ class ParallelProgram:
             if steps is not None:  # every node a C step: the C runner's costs decide, with
                 calibration = c_costs  # each node's two times measured here (``measure``)
                 measured = cgraph.measure_nodes(graph, steps) if measure else None
+                if measured:  # (the nodes its budget left: the tables, scaled to these)
+                    measured = scaled_to_measured(graph, calibration, measured)
             schedule = plan(graph, calibration, workers=workers, force=force, measured=measured)
         elif len(schedule.workers) > worker_pool().size + 1:
             raise EmberError(

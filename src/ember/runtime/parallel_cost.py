@@ -187,6 +187,40 @@ def estimate(node, calibration: Calibration, measured: tuple | None = None) -> N
     return NodeEstimate(seconds, worker, found.factor, exclusive, reason, alone_s)
 
 
+def scaled_to_measured(graph, calibration: Calibration, measured: dict) -> dict:
+    """``measured`` (call position -> (seconds, seconds in a worker, seconds alone)) with the
+    nodes it leaves out (measuring ran out of budget) priced by the tables scaled to this
+    machine and graph: each table time times the median ratio of measured to table time over
+    the measured nodes of the same op (of all measured nodes where none of that op was), so
+    a large graph's unmeasured convolutions are not priced at what the square-product tables
+    say (four times their time, which put a U-Net's C runner at twice generated code's)."""
+    if not measured:
+        return measured
+    ratios: dict = {}
+    for position, times in measured.items():
+        table = _estimate(graph.nodes[position], calibration)
+        alone = table.alone_seconds or table.worker_seconds
+        for key in (graph.nodes[position].op.name, None):
+            found = ratios.setdefault(key, ([], [], []))
+            for got, want, side in zip(times, (table.seconds, table.worker_seconds, alone), found):
+                if want > 0:
+                    side.append(got / want)
+    filled = dict(measured)
+    for position, node in enumerate(graph.nodes):
+        if node.kind != "call" or position in filled:
+            continue
+        sides = ratios.get(node.op.name) or ratios[None]
+        table = _estimate(node, calibration)
+        alone = table.alone_seconds or table.worker_seconds
+        times = (table.seconds, table.worker_seconds, alone)
+        if not all(sides):
+            sides = ratios[None]
+        if not all(sides):
+            continue
+        filled[position] = tuple(t * float(np.median(r)) for t, r in zip(times, sides))
+    return filled
+
+
 def _estimate(node, calibration: Calibration) -> NodeEstimate:
     op = node.op
     in_types = [v.type for v in node.inputs]
@@ -340,4 +374,12 @@ def _write(path, calibration: Calibration) -> None:
         pass  # an unwritable cache costs a re-measurement next process, nothing else
 
 
-__all__ = ["Calibration", "NodeEstimate", "calibrate", "calibration_path", "estimate", "measure"]
+__all__ = [
+    "Calibration",
+    "NodeEstimate",
+    "calibrate",
+    "calibration_path",
+    "estimate",
+    "measure",
+    "scaled_to_measured",
+]

@@ -5,7 +5,9 @@ nn_pool.py share.
 Convolutions go straight to ember's ``conv`` primitive and its adjoint ``conv_input_grad``
 (ops/conv.py), whose padding is a (before, after) pair per spatial dimension: ONNX's asymmetric
 pads, auto_pad and ConvTranspose's output_padding / output_shape need no padded copy of the input,
-and the C kernels, the epilogue fusion and the gradients apply as they do to ``F.conv2d``.
+and the C kernels, the epilogue fusion and the gradients apply as they do to ``F.conv2d``. A
+ConvTranspose whose windows tile its output (strides equal to the kernel, no padding) is a
+product and a copy instead (`_unshuffled_product`), which the C graph runner runs.
 """
 
 from __future__ import annotations
@@ -172,6 +174,10 @@ def _gemm_numpy(ctx, a, b, c, alpha, beta, trans_a, trans_b):
 # ---------------------------------------------------------------------------------------------
 # convolutions
 
+# the dtypes whose tiled transposed convolutions run as a product (`_unshuffled_product`):
+# half precision stays on conv_input_grad, which rounds its float32 sums once
+_TILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 def _bias(ctx, y, bias):
     if bias is None:
@@ -251,6 +257,10 @@ def _conv_transpose(ctx, x, w, bias=None):
     out = tuple(f - b - a for f, (b, a) in zip(full, pads))
     if any(o < 1 for o in out):
         raise ctx.error(f"pads {pads} leave an empty output {out}")
+    plain = not any(lead) and all(b == a == 0 for b, a in pads) and not any(extra)
+    tiled = plain and groups == 1 and tuple(strides) == tuple(kernel) and set(dilations) == {1}
+    if tiled and all(isinstance(n, int) for n in in_size) and dtype_np(x) in _TILED_DTYPES:
+        return _bias(ctx, _unshuffled_product(x, w, kernel), bias)
     # the adjoint of a convolution of an `out`-sized input whose trailing padding loses the
     # output_padding elements: that convolution maps `out` back to exactly `in_size`
     # (leading zeros padded after: the bias added after, to them too)
@@ -272,3 +282,24 @@ def _conv_transpose(ctx, x, w, bias=None):
             flat += [zeros, 0]
         y = F.pad(y, tuple(flat))
     return _bias(ctx, y, None if operand else bias)
+
+
+def _unshuffled_product(x, w, kernel: tuple):
+    """A transposed convolution whose windows tile the output (strides equal to the kernel, no
+    padding or dilation, one group: a U-Net's upsampling): each input position writes its own
+    kernel-sized block, ``x W`` over the channels, so it is one product (positions as rows,
+    the weight as stored, (Cin, Cout * K)) and copies that move each block into place: steps
+    of the C graph runner (conv_input_grad has none) and ember's GEMM, rather than phase by
+    phase through the strided convolution kernels."""
+    n, cin, *size = x.shape
+    nd = len(size)
+    cout = w.shape[1]
+    w = E.reshape(w if w.dtype == x.dtype else E.cast(w, x.dtype), (cin, -1))
+    # positions as rows (a copy of the small input), the weight as the product's matrix
+    rows = E.transpose(E.reshape(x, (n, cin, int(np.prod(size)))), 1, 2)
+    y = E.matmul(rows, w)  # (N, S, Cout * K)
+    y = E.reshape(y, (n, *size, cout, *kernel))
+    # (N, Cout, S1, K1, S2, K2, ...): each spatial size followed by its kernel size
+    order = [0, 1 + nd] + [a for d in range(nd) for a in (1 + d, 2 + nd + d)]
+    y = E.permute(y, order)
+    return E.reshape(y, (n, cout, *(s * k for s, k in zip(size, kernel))))
