@@ -325,6 +325,12 @@ _TORCH_TYPE_NAMES = {
 }
 
 
+def holds_exactly(dtype: DType, number) -> bool:
+    """Whether a float dtype holds the Python number exactly (1e30 overflows float16: no)."""
+    with np.errstate(over="ignore"):
+        return float(dtype.np.type(number)) == number
+
+
 def _refuse_float8_promotion(a: DType, b: DType):
     from .errors import DTypeError
 

@@ -477,6 +477,12 @@ class Tensor(_reg.TensorBase):
             elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
                 if type(arg) is int and not _fits_integer(arg, self._data.dtype):
                     return False  # (NumPy refuses it; the general route wraps it, as PyTorch)
+                if (
+                    dtype.itemsize == 2
+                    and dtype.is_floating_point
+                    and not _dt.holds_exactly(dtype, arg)
+                ):
+                    return False  # (half by a number it cannot hold: PyTorch's float32 math)
                 operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
             else:
                 return False

@@ -17,6 +17,7 @@ from ..errors import DTypeError, ShapeError
 from ..symbolic import SymDim
 from . import _item_scalars as _items
 from . import api as E
+from ._aliased_source import sequential_reads
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
@@ -484,7 +485,7 @@ def ravel(input):
     return E.reshape(input, (-1,))
 
 
-@export(method=True, inplace=True)
+@export(method=True)
 def masked_scatter(input, mask, source):
     """``input`` with the positions where ``mask`` (broadcast to input) is True filled with
     ``source``'s leading elements, in row-major order. The gradient goes to input where mask
@@ -500,6 +501,7 @@ def masked_scatter(input, mask, source):
     # (out of place, input and mask broadcast together, as PyTorch's; x.masked_scatter_ keeps
     # x's shape, which the in-place protocol checks)
     shape = broadcast_shapes("masked_scatter", tuple(x.shape), tuple(m.shape))
+    _refuse_short_source(m, shape, src)
     x, m = E.broadcast_to(x, shape), E.broadcast_to(m, shape)
     flat_mask = E.reshape(m, (-1,))
     pos = E.cumsum(E.cast(flat_mask, dt.int64), 0) - 1
@@ -508,11 +510,48 @@ def masked_scatter(input, mask, source):
         return E.clone(x)
     pos = E.clamp(pos, 0, flat_src.shape[0] - 1)
     picked = E.reshape(E.index_select(flat_src, 0, pos), shape)
-    return E.where(m, picked, x)
+    return rename_node(E.where(m, picked, x), "MaskedScatterBackward0")
 
 
-# (PyTorch's masked_scatter_ reads its source before writing: an overlapping source is allowed)
+def _refuse_short_source(mask, shape, source):
+    """PyTorch refuses a source with fewer elements than the mask (broadcast) has ones; the
+    count is known only where the mask holds data (eagerly, not while a graph is built)."""
+    data = getattr(mask, "_data", None)
+    if not isinstance(data, np.ndarray) or data.dtype != np.bool_:
+        return
+    ones = int(np.count_nonzero(np.broadcast_to(data, shape)))
+    have = int(np.prod(source.shape, dtype=np.int64))
+    if have < ones:
+        raise ShapeError(
+            f"the source has {have} elements, fewer than the {ones} ones in the mask "
+            f"(broadcast to {tuple(shape)})",
+            op="masked_scatter",
+        )
+
+
+# (PyTorch's masked_scatter_ reads its source as it writes: an overlapping source is allowed)
 masked_scatter.overlap_ok = True
+
+
+@export(name="masked_scatter_", method=True, toplevel=False)
+def _masked_scatter_inplace(self, mask, source):
+    """``self.masked_scatter_(mask, source)``; a source sharing self's memory is read as
+    PyTorch's loop reads it, seeing the elements earlier steps wrote (ops/_aliased_source.py).
+    Those values are written after the out-of-place result, so the gradient is PyTorch's
+    formula's (mask-selected gradient to the source's leading elements), which ignores the
+    aliasing as PyTorch's does."""
+    data, src, m = (getattr(t, "_data", None) for t in (self, source, mask))
+    arrays = all(isinstance(a, np.ndarray) for a in (data, src, m))
+    reads = None
+    if arrays and m.dtype == np.bool_ and not building_graph():
+        full_mask = np.broadcast_to(m, data.shape)
+        reads = sequential_reads(data, full_mask, src)
+    if reads is None:
+        return self._inplace("masked_scatter_", masked_scatter, mask, source)
+    values = src.reshape(-1)[reads]  # (a copy, taken before the write)
+    out = self._inplace("masked_scatter_", masked_scatter, mask, source)
+    self._data.reshape(-1)[np.flatnonzero(full_mask)[: len(reads)]] = values
+    return out
 
 
 def _fill_diagonal_mask(shape, wrap):
