@@ -104,6 +104,7 @@ class OpDef:
     overwrites_operand: bool = False
     workspace: Callable[..., int] | None = None
     flop_family: str | None = None
+    torch_flops: Callable[..., Any] | None = None  # (inputs, attrs, backward) -> str | None
     batch: Any = KIND_DEFAULT  # a batch rule (ops/_batching.py), None, or the kind's default
     identity: Any = None  # Identity
     noop: Callable[..., bool] | None = None

@@ -55,6 +55,9 @@ Memory and cost (plan/, tools/)
   autograd (split, stop_gradient): the memory plan shares their memory.
 * ``flop_family``: the row the FLOP counter reports the op under, when not its kind; also the
   family a rematerialization policy names (transforms/checkpoint.py `save_only`).
+* ``torch_flops(inputs, attrs, backward) -> str | None``: the aten operator PyTorch's
+  ``FlopCounterMode`` counts the call under (``"aten.mm"``), None where it counts nothing
+  (ops/_torch_flops.py; read by ember.utils.flop_counter with the ``cost`` rule).
 
 Interchange (onnx/exporter.py)
 * ``onnx(e) -> names``: the op as ONNX nodes. ``e`` is an emitter bound to one call (defined in

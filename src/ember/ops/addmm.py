@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _item_scalars as _items
+from . import _torch_flops
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
@@ -199,6 +200,7 @@ _ADDMM = register(
         fast=_addmm_fast,
         vjp=_addmm_vjp,
         cost=_addmm_cost,
+        torch_flops=_torch_flops.addmm,
         save_inputs=(1, 2),
         c_step=lambda node: _addmm_step(
             [v.type for v in node.inputs],

@@ -15,8 +15,8 @@ import operator
 from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError, ShapeError
 from . import _item_scalars as _items
+from . import _torch_flops, cdist_direct
 from . import api as E
-from . import cdist_direct
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import apply, export
@@ -102,6 +102,7 @@ def _same_dtype(name: str, *tensors):
 
 
 @autocasts(Autocast.LOWER)
+@_torch_flops.counts_as("aten.baddbmm")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices (b, n, m) and
     (b, m, p) and an input that broadcasts to (b, n, p). The three tensors must have one

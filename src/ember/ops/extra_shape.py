@@ -16,6 +16,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..symbolic import SymDim
 from . import _item_scalars as _items
+from . import _torch_flops
 from . import api as E
 from ._aliased_source import sequential_reads
 from ._autocast import Autocast, autocasts
@@ -374,6 +375,7 @@ def _scaled(name, input, product, beta, alpha):
 
 @export(method=True, inplace=True)
 @autocasts(Autocast.LOWER)
+@_torch_flops.counts_as(None)  # (PyTorch's FlopCounterMode has no formula for addbmm)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input.
     ``addbmm_`` refuses an input that broadcasts (PyTorch's resizes it to the result's shape):

@@ -15,6 +15,8 @@ from __future__ import annotations
 from ...backends.cuda import SDPBackend, sdpa_kernel
 from ...errors import ArgumentError, ShapeError
 from ...functional.mha import attend
+from ...grad_mode import is_grad_enabled
+from ...ops import _torch_flops
 from ...ops._util import fmt_shape
 from ...tensor import Tensor
 from .. import init
@@ -140,15 +142,48 @@ class MultiheadAttention(Module):
                 "MultiheadAttention: is_causal is a hint that attn_mask is causal; pass the "
                 "causal attn_mask too (e.g. Transformer.generate_square_subsequent_mask)"
             )
-        out, weights = self._attend(
-            query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights
-        )
+        if _torch_flops.REGIONS.watchers and self._torch_fast_path(query, key, value):
+            # (PyTorch runs this call as _native_multi_head_attention, which its
+            # FlopCounterMode does not count)
+            with _torch_flops.counted_as(None):
+                out, weights = self._attend(
+                    query, key, value, key_padding_mask, need_weights, attn_mask,
+                    average_attn_weights,
+                )  # fmt: skip
+        else:
+            out, weights = self._attend(
+                query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights
+            )
         if not batched:
             out = out.squeeze(1)
             weights = None if weights is None else weights.squeeze(0)
         elif self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+    def _torch_fast_path(self, query, key, value) -> bool:
+        """Whether PyTorch's forward takes its fused inference kernel for this call (its
+        ``why_not_fast_path`` checks; query, key and value already time-major)."""
+        params = (self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
+                  self.out_proj.bias)  # fmt: skip
+        return (
+            query.ndim == 3
+            and query is key is value
+            and self.in_proj_weight is not None
+            and self.in_proj_bias is not None
+            and query.dtype is self.in_proj_weight.dtype is self.in_proj_bias.dtype
+            and not self.training
+            and self.num_heads % 2 == 0
+            and self.batch_first
+            and self.bias_k is None
+            and self.bias_v is None
+            and not self.add_zero_attn
+            and self._qkv_same_embed_dim
+            and not (
+                is_grad_enabled()
+                and any(t is not None and t.requires_grad for t in (query, *params))
+            )
+        )
 
     def _attend(self, query, key, value, key_padding_mask, need_weights, attn_mask, average):
         _check(
