@@ -61,12 +61,10 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.optim": {},
     "Tensor": {
         "record_stream": _NO_GPU,
-        "q_scale": _NONE,
         "to_sparse_csr": _SPARSE_COO,
         "to_sparse_csc": _SPARSE_COO,
         "crow_indices": _SPARSE_COO,
         "col_indices": _SPARSE_COO,
-        "dequantize": _NONE,
     },
 }
 

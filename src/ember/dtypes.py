@@ -168,16 +168,21 @@ FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 
 
 class QuantizedDType:
-    """PyTorch's quantized dtypes (``torch.qint8``, ``quint8``, ``qint32``) as names: ember has
-    no quantized tensor type (ops/quantize.py keeps quantized values as integer tensors whose
-    scale and zero point their owner keeps), so the functions that take one
-    (``quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)``, ``quantize_per_tensor``)
-    read it, through `as_dtype`, as ``storage``: the integer dtype its values are kept in.
-    Unequal to that dtype, as in PyTorch."""
+    """PyTorch's quantized dtypes (``torch.qint8``, ``quint8``, ``qint32``): the dtype of a
+    quantized tensor (ops/qtensor.py: its array's NumPy dtype carries the parameters as
+    metadata under `QUANTIZED_KEY`), special, so only the ops whose ``quantized`` rule says so
+    take one. Functions that take one as a plain integer choice (``quantize_dynamic(model,
+    {nn.Linear}, dtype=torch.qint8)``) read it, through `as_dtype`, as ``storage``: the
+    integer dtype its values are kept in. Unequal to that dtype, as in PyTorch."""
 
     __slots__ = ("name", "storage")
     is_floating_point = False
     is_complex = False
+    is_bool = False
+    is_integer = False
+    special = True
+    float8 = False
+    quantized = True
 
     def __init__(self, name: str, storage: DType):
         self.name, self.storage = name, storage
@@ -309,10 +314,18 @@ def as_dtype(value) -> DType:
     return d
 
 
+# the key of a quantized array's NumPy dtype metadata (ops/qtensor.py's parameters)
+QUANTIZED_KEY = "ember_quantized"
+
+
 def from_numpy_dtype(np_dtype) -> DType:
-    """The DType of a NumPy array's dtype (fast path for arrays ember created)."""
+    """The DType of a NumPy array's dtype (fast path for arrays ember created); a quantized
+    array's is its QuantizedDType."""
     d = _BY_NP.get(np_dtype)
     if d is None:
+        meta = getattr(np_dtype, "metadata", None)
+        if meta is not None and QUANTIZED_KEY in meta:
+            return QUANTIZED_DTYPES[meta[QUANTIZED_KEY].dtype]
         return as_dtype(np_dtype)
     return d
 

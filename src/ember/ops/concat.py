@@ -83,6 +83,7 @@ def _onnx_concat_pairs(e):  # (complex values: the axis counted from the front)
 CONCAT = register(
     OpDef(
         name="concat",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         grad_fn="CatBackward0",
         float8=True,
         complex=Complex.GRADIENT,
@@ -142,6 +143,7 @@ def _onnx_split(e):
 SPLIT = register(
     OpDef(
         name="split",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_split,
