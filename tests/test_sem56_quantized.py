@@ -220,3 +220,19 @@ def test_functions_and_names():
         assert m.qint32.itemsize == 4 and not m.qint8.is_floating_point
     e = ember.quantize_per_tensor(ember.tensor([0.2, 0.5]), 0.1, 3, ember.uint8)
     assert e.dtype is ember.uint8  # (ember's own spelling: the integers, as before)
+
+
+def test_cat_requantizes_to_the_first_parameters():
+    def run(m):
+        a = m.quantize_per_tensor(m.tensor([1.0, 2.0, -0.7]), 0.1, 0, m.qint8)
+        b = m.quantize_per_tensor(m.tensor([1.0, 2.3, 5.0]), 0.2, 1, m.qint8)
+        c = a.clone()
+        c.index_put_((m.tensor([0]),), m.tensor(5.0))
+        return [m.cat([a, b]), m.stack([a, b]), m.cat([a, a]), c]
+
+    for t, e in zip(run(torch), run(ember), strict=True):
+        assert _text(e) == repr(t)
+    for m in (torch, ember):
+        a = m.quantize_per_tensor(m.tensor([1.0]), 0.1, 0, m.qint8)
+        with pytest.raises(RuntimeError):
+            m.cat([a, m.quantize_per_tensor(m.tensor([1.0]), 0.1, 0, m.quint8)])

@@ -12,7 +12,7 @@ from .. import _meta
 from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
-from . import _batching, sparse_methods
+from . import _batching, qtensor, sparse_methods
 from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -175,6 +175,8 @@ def concat(tensors, dim=0, *, axis=None):
         _meta.refuse_mixed("cat", tensors)
     if not len(tensors):  # (before promotion, which needs an operand)
         raise ArgumentError("expected a non-empty list of tensors", op="concat")
+    if qtensor.is_quantized(tensors[0]):  # (quantized tensors join without promotion)
+        tensors = qtensor.aligned("cat", tensors)
     tensors = promote(*tensors)
     ndims = [t.ndim for t in tensors]
     if 0 in ndims:

@@ -102,10 +102,12 @@ def _storage(name: str) -> np.dtype:
     return dt.QUANTIZED_DTYPES[name].storage.np
 
 
-def make_array(ints: np.ndarray, p: QParams) -> np.ndarray:
-    """``ints`` (of the storage dtype) viewed as a quantized array with parameters ``p``."""
+def make_array(ints: np.ndarray, p: QParams, like: np.ndarray | None = None) -> np.ndarray:
+    """``ints`` (of the storage dtype) viewed as a quantized array with parameters ``p``, or
+    with ``like``'s very dtype (NumPy joins arrays keeping metadata only of one dtype)."""
     ints = np.ascontiguousarray(ints, dtype=_storage(p.dtype))
-    return ints.view(np.dtype([("q", ints.dtype)], metadata={_KEY: p}))
+    return ints.view(like.dtype if like is not None else np.dtype([("q", ints.dtype)],
+                                                                   metadata={_KEY: p}))  # fmt: skip
 
 
 def ints_of(array: np.ndarray, p: QParams) -> np.ndarray:
@@ -283,8 +285,30 @@ def is_quantized(t) -> bool:
     return params(getattr(t, "_data", None)) is not None
 
 
+def aligned(op: str, tensors) -> list:
+    """Quantized tensors to join: each with the first one's parameters, requantized from its
+    values where its own differ (PyTorch's cat); a tensor of another dtype is refused."""
+    first = tensors[0]
+    data0, p0 = _quantized(op, first)
+    out = [first]
+    for t in tensors[1:]:
+        p = params(getattr(t, "_data", None))
+        if p is None or p.dtype != p0.dtype:
+            raise DTypeError(
+                f"all tensors must have one dtype: {first.dtype} and {getattr(t, 'dtype', t)}",
+                op=op,
+            )
+        if p.per_channel or p0.per_channel or (p.scale, p.zero_point) != (p0.scale, p0.zero_point):
+            ints = _quantize_ints(dequantize(t)._data, p0)
+            t = eager_constant(make_array(ints, p0, like=data0))
+        elif t._data.dtype is not data0.dtype:  # (equal parameters, another dtype object)
+            t = eager_constant(make_array(ints_of(t._data, p), p0, like=data0))
+        out.append(t)
+    return out
+
+
 # the in-place writes PyTorch's quantized tensors take: the values written are quantized
-WRITES = ("copy_", "fill_", "masked_fill_", "__setitem__")
+WRITES = ("copy_", "fill_", "masked_fill_", "__setitem__", "index_put_")
 
 
 def write_inplace(t, name: str, fn, args, kwargs) -> None:
@@ -296,7 +320,7 @@ def write_inplace(t, name: str, fn, args, kwargs) -> None:
     if name not in WRITES:
         raise KernelDTypeError(
             f"Could not run '{name}' with arguments from the 'QuantizedCPU' backend: a "
-            "quantized tensor takes copy_, fill_, masked_fill_ and item assignment only",
+            "quantized tensor takes copy_, fill_, masked_fill_, index_put_ and item assignment",
             op=name,
         )
     result = fn(dequantize(t), *args, **kwargs)
