@@ -50,6 +50,9 @@ from .dtypes import (
     result_type,
     set_default_dtype,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from .dtypes import DType as dtype  # noqa: E402  (torch.dtype: isinstance(x, ember.dtype))
 from .errors import (

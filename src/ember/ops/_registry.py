@@ -106,6 +106,7 @@ class OpDef:
     workspace: Callable[..., int] | None = None
     flop_family: str | None = None
     quantized: str | None = None  # "all" or "per_tensor": takes quantized tensors
+    limited: bool = False  # takes uint16/uint32/uint64 (PyTorch's few kernels for them)
     torch_flops: Callable[..., Any] | None = None  # (inputs, attrs, backward) -> str | None
     batch: Any = KIND_DEFAULT  # a batch rule (ops/_batching.py), None, or the kind's default
     identity: Any = None  # Identity
@@ -289,6 +290,15 @@ def _refuse_special(op: OpDef, inputs: tuple) -> None:
             continue
         if getattr(dtype, "quantized", False):
             _refuse_quantized(op, t, dtype)
+            continue
+        if dtype.limited:
+            if not op.limited:
+                raise KernelDTypeError(
+                    f"not implemented for '{dtype.name.capitalize().replace('Ui', 'UI')}' "
+                    f"({dtype}), as PyTorch has no {op.name} kernel for it: cast first, e.g. "
+                    "x.long()",
+                    op=op.name,
+                )
             continue
         if dtype.float8:
             if not op.float8:
@@ -507,7 +517,7 @@ def _refuse_specials(op: OpDef, inputs: tuple) -> None:
 def refuses_special(op: OpDef) -> bool:
     """Whether ``op`` refuses some special (complex, float8 or quantized) operand: `apply`, and
     the eager mode as it types the operands, call `_refuse_special` for it then."""
-    return op.complex is not _GRADIENT or not op.float8 or op.quantized != "all"
+    return op.complex is not _GRADIENT or not op.float8 or op.quantized != "all" or not op.limited
 
 
 def _refuse_quantized(op: OpDef, t, dtype) -> None:
