@@ -168,22 +168,20 @@ def _opmath_number(x, y, commutes: bool):
     holds exactly gives the same bits either way and takes the one-node route. A first
     operand is a number only as ``2.5 * h`` makes it (a Python number, mul's reflection,
     which PyTorch runs as ``h.mul(2.5)``)."""
-    for t, number, slot in ((x, y, 1), (y, x, 0)):
-        if not isinstance(t, TensorBase) or t.dtype not in _REDUCED_FLOATS:
-            continue
-        if slot == 0 and not (commutes and type(number) in (int, float)):
-            continue
-        if type(number) in (int, float):
-            if not dt.holds_exactly(t.dtype, number):
-                return slot
-        elif (
-            isinstance(number, TensorBase)
-            and len(number.shape) == 0
-            and len(t.shape) > 0
-            and number.dtype in (dt.float32, dt.float64)
-        ):
-            return slot
-    return None
+    kind = type(y)
+    if kind is int or kind is float:  # (checked first: mul and div are hot)
+        t, number, slot = x, y, 1
+    elif commutes and (type(x) is int or type(x) is float):
+        t, number, slot = y, x, 0
+    elif isinstance(y, TensorBase) and isinstance(x, TensorBase) and y.ndim == 0 < x.ndim:
+        if x.dtype in _REDUCED_FLOATS and y.dtype in (dt.float32, dt.float64):
+            return 1
+        return None
+    else:
+        return None
+    if not isinstance(t, TensorBase) or t.dtype not in _REDUCED_FLOATS:
+        return None
+    return None if dt.holds_exactly(t.dtype, number) else slot
 
 
 def _in_float32(op, x, y, slot):
