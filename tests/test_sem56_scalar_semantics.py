@@ -144,3 +144,27 @@ def test_masked_scatter_refuses_a_short_source():
                 call()
         # (enough elements: fine)
         m.masked_scatter(y, m.ones(2, 1, dtype=m.bool), m.arange(16.0))
+
+
+@pytest.mark.parametrize("beta, alpha", [(0.2, 0.6), (1.7, 2.9), (-1.7, -2.6), (2, 1.5)])
+def test_integer_add_products_truncate_float_scalars(beta, alpha):
+    def run(m):
+        v, b = m.tensor([1, 1]), m.tensor([5, 6])
+        mat = m.tensor([[1, 2], [3, 4]])
+        return [
+            m.addmv(b, mat, v, beta=beta, alpha=alpha),
+            m.addmm(b, mat, mat, beta=beta, alpha=alpha),
+            m.baddbmm(b, mat[None], mat[None], beta=beta, alpha=alpha),
+            m.addbmm(b, mat[None], mat[None], beta=beta, alpha=alpha),
+            b.clone().addmv_(mat, v, beta=beta, alpha=alpha),
+        ]
+
+    for t, e in zip(run(torch), run(ember), strict=True):
+        assert e.dtype is ember.int64
+        np.testing.assert_array_equal(t.numpy(), e.numpy())
+    for m in (torch, ember):  # (addr and add refuse a float scalar of an integer result)
+        v = m.tensor([1, 2])
+        with pytest.raises(RuntimeError):
+            m.addr(m.ones(2, 2, dtype=m.int64), v, v, beta=1.5)
+        with pytest.raises(RuntimeError):
+            m.add(v, v, alpha=1.5)

@@ -59,6 +59,8 @@ Memory and cost (plan/, tools/)
   reshape, permute, getitem, broadcast_to, flip, index, concat, split; a per-channel tensor,
   whose scales follow an axis, is refused): the op takes a quantized tensor (ops/qtensor.py),
   whose parameters go with its array; any other op refuses one (`_registry._refuse_special`).
+* ``limited``: the op takes uint16/uint32/uint64 operands (PyTorch's few kernels for them;
+  declared in ops/_limited.py); any other op refuses one (`_registry._refuse_special`).
 * ``torch_flops(inputs, attrs, backward) -> str | None``: the aten operator PyTorch's
   ``FlopCounterMode`` counts the call under (``"aten.mm"``), None where it counts nothing
   (ops/_torch_flops.py; read by ember.utils.flop_counter with the ``cost`` rule).

@@ -22,7 +22,7 @@ from ._aliased_source import sequential_reads
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
-from ._util import broadcast_shapes, check_scalars, normalize_axis
+from ._util import broadcast_shapes, check_scalars, normalize_axis, truncated_scalars
 from .pad import pad
 from .promotion import promote, to_tensor
 
@@ -362,9 +362,10 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
 
 def _scaled(name, input, product, beta, alpha):
     input, product = promote(input, product)
-    check_scalars(name, input.dtype, beta, alpha)
     if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
+        check_scalars(name, input.dtype, beta, alpha)
         return _items.add_scaled(name, input, product, beta, alpha, input.dtype)
+    beta, alpha = truncated_scalars(name, input.dtype, beta, alpha)
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:  # the input is ignored, its NaN and infinities too
         return E.broadcast_to(
