@@ -224,7 +224,7 @@ from .grad_mode import (  # noqa: E402
 )
 from .grad_mode import set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 from .ops._factory_kwargs import _Layout as layout  # noqa: E402  (torch.layout, the type)
-from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
+from .ops._factory_kwargs import sparse_coo, sparse_csr, strided  # noqa: E402
 from .ops.qtensor import QSCHEMES as _QSCHEMES  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
 

@@ -39,12 +39,10 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
         "xpu": _NO_GPU,
         "mps": _NO_GPU,
         "Storage": _NONE,
-        "sparse_csr_tensor": _SPARSE_COO,
         "sparse_csc_tensor": _SPARSE_COO,
         "sparse_bsr_tensor": _SPARSE_COO,
         "sparse_bsc_tensor": _SPARSE_COO,
         "sparse_compressed_tensor": _SPARSE_COO,
-        "sparse_csr": _SPARSE_COO,
         "nested": _NONE,
         "masked": _NONE,
         "package": _NONE,
@@ -58,10 +56,7 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.optim": {},
     "Tensor": {
         "record_stream": _NO_GPU,
-        "to_sparse_csr": _SPARSE_COO,
         "to_sparse_csc": _SPARSE_COO,
-        "crow_indices": _SPARSE_COO,
-        "col_indices": _SPARSE_COO,
     },
 }
 

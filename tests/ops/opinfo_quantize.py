@@ -73,6 +73,8 @@ NO_TORCH.update(
         ]
     }
 )
+_CSR = "sparse CSR matrices (ops/sparse_csr.py): tests/test_sem56_sparse_csr.py compares them"
+NO_TORCH.update({"M:to_sparse_csr": _CSR, "T:sparse_csr_tensor": _CSR})
 
 _SEE = "conformance samples (samples_quantize.py) compare it with PyTorch's quantized tensors"
 INTERNAL = {
