@@ -168,3 +168,21 @@ def test_integer_add_products_truncate_float_scalars(beta, alpha):
             m.addr(m.ones(2, 2, dtype=m.int64), v, v, beta=1.5)
         with pytest.raises(RuntimeError):
             m.add(v, v, alpha=1.5)
+
+
+def test_zero_norm_has_no_gradient():
+    """PyTorch's backward of a 0-norm is undefined: x.grad stays None (ember gave zeros)."""
+    for m in (torch, ember):
+        for norm in (
+            lambda x: m.linalg.vector_norm(x, 0),
+            lambda x: m.norm(x, p=0),
+            lambda x: m.linalg.vector_norm(x, 0.0, dim=1),
+        ):
+            x = m.tensor([[1.0, -2.0, 0.0], [3.0, 0.5, -1.0]], requires_grad=True)
+            y = norm(x)
+            assert y.requires_grad
+            y.sum().backward()
+            assert x.grad is None
+        x = m.tensor([1.0, 0.0, 2.0], requires_grad=True)
+        (m.linalg.vector_norm(x, 0) + x.sum()).backward()
+        assert x.grad.tolist() == [1.0, 1.0, 1.0]
