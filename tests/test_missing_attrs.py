@@ -47,18 +47,18 @@ def test_alternatives_are_named():
     with pytest.raises(ember.NotInEmberError, match=r"torch\.fx.*ember\.trace"):
         ember.fx.symbolic_trace  # noqa: B018
     with pytest.raises(ember.NotInEmberError, match="COO"):
-        ember.sparse_csr_tensor  # noqa: B018
+        ember.sparse_csc_tensor  # noqa: B018
     with pytest.raises(ember.NotInEmberError, match="no ember counterpart"):
         ember.hub  # noqa: B018
-    with pytest.raises(ember.NotInEmberError, match="Tensor.q_scale"):
-        ember.ones(2).q_scale()
+    with pytest.raises(ember.NotInEmberError, match="Tensor.to_sparse_csc"):
+        ember.ones(2).to_sparse_csc()
     error = pytest.raises(ember.NotInEmberError, lambda: nn.quantized).value
     assert error.op == "ember.nn.quantized" and "no ember counterpart" in str(error)
 
 
 def test_hasattr_and_getattr_defaults_still_work():
     x = ember.ones(2)
-    assert not hasattr(ember, "hub") and not hasattr(x, "q_scale")
+    assert not hasattr(ember, "hub") and not hasattr(x, "to_sparse_csc")
     assert getattr(nn, "quantized", None) is None
     assert getattr(x, "no_such_attribute", 5) == 5
     assert not hasattr(x, "__array_interface__")
@@ -82,7 +82,7 @@ def test_symbolic_tensors_report_missing_names_too():
     seen = {}
 
     def f(x):
-        for name in ("q_scale", "sumx"):
+        for name in ("to_sparse_csc", "sumx"):
             try:
                 getattr(x, name)
             except AttributeError as error:
@@ -90,7 +90,7 @@ def test_symbolic_tensors_report_missing_names_too():
         return x * 2
 
     ember.trace(f, ember.ones(2))
-    assert isinstance(seen["q_scale"], ember.NotInEmberError)
+    assert isinstance(seen["to_sparse_csc"], ember.NotInEmberError)
     assert "SymbolicTensor" in str(seen["sumx"]) and "'sum'" in str(seen["sumx"])
 
 

@@ -50,6 +50,9 @@ from .dtypes import (
     result_type,
     set_default_dtype,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from .dtypes import DType as dtype  # noqa: E402  (torch.dtype: isinstance(x, ember.dtype))
 from .errors import (
@@ -227,8 +230,11 @@ from .grad_mode import (  # noqa: E402
 )
 from .grad_mode import set_detect_anomaly as set_anomaly_enabled  # noqa: E402
 from .ops._factory_kwargs import _Layout as layout  # noqa: E402  (torch.layout, the type)
-from .ops._factory_kwargs import sparse_coo, strided  # noqa: E402
+from .ops._factory_kwargs import sparse_coo, sparse_csr, strided  # noqa: E402
+from .ops.qtensor import QSCHEMES as _QSCHEMES  # noqa: E402
 from .ops.sparse_tensor import sparse_coo_tensor  # noqa: E402
+
+globals().update(_QSCHEMES)  # ember.per_tensor_affine, ... (torch.qscheme's values)
 from .overrides import sym_float, sym_int, sym_ite, sym_max, sym_min, sym_not, sym_sqrt  # noqa: E402,F401
 from .printing import get_printoptions, set_printoptions  # noqa: E402
 from .size import Size  # noqa: E402

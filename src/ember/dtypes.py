@@ -40,6 +40,9 @@ __all__ = [
     "DType",
     "bool_",
     "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "int8",
     "int16",
     "int32",
@@ -76,17 +79,28 @@ _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 class DType:
     """An ember dtype. Compare with ``==`` against another DType, a NumPy dtype or a name."""
 
-    __slots__ = ("name", "np", "category", "itemsize", "_rank", "float8", "special")
+    __slots__ = ("name", "np", "category", "itemsize", "_rank", "float8", "limited", "special")
 
-    def __init__(self, name: str, np_dtype, category: int, rank: int, float8: bool = False):
+    def __init__(
+        self,
+        name: str,
+        np_dtype,
+        category: int,
+        rank: int,
+        float8: bool = False,
+        limited: bool = False,
+    ):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.category = category
         self.itemsize = self.np.itemsize
         self._rank = rank
         self.float8 = float8  # a storage format: casts and data movement only
+        # uint16/32/64: PyTorch's few kernels for them (the ops' ``limited`` rule), no
+        # promotion with another integer dtype
+        self.limited = limited
         # what `ops._registry.apply` checks an operand for, in one attribute read
-        self.special = float8 or category == _COMPLEX
+        self.special = float8 or limited or category == _COMPLEX
 
     @property
     def is_floating_point(self) -> bool:
@@ -106,7 +120,7 @@ class DType:
 
     @property
     def is_signed(self) -> bool:
-        return self.name != "uint8" and self.category != _BOOL
+        return not self.name.startswith("uint") and self.category != _BOOL
 
     def to_complex(self) -> DType:
         """The complex dtype of this real one (PyTorch's ``dtype.to_complex()``; float16 gives
@@ -149,6 +163,12 @@ class DType:
 bool_ = DType("bool", np.bool_, _BOOL, 0)
 uint8 = DType("uint8", np.uint8, _INT, 1)
 int8 = DType("int8", np.int8, _INT, 1)
+# PyTorch's "shell" unsigned dtypes: creation, casts, data movement, comparisons for equality,
+# bitwise and, or, xor, mul and reductions to int64; no promotion with another integer or bool
+uint16 = DType("uint16", np.uint16, _INT, 2, limited=True)
+uint32 = DType("uint32", np.uint32, _INT, 3, limited=True)
+uint64 = DType("uint64", np.uint64, _INT, 4, limited=True)
+LIMITED_DTYPES = (uint16, uint32, uint64)
 int16 = DType("int16", np.int16, _INT, 2)
 int32 = DType("int32", np.int32, _INT, 3)
 int64 = DType("int64", np.int64, _INT, 4)
@@ -168,16 +188,21 @@ FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 
 
 class QuantizedDType:
-    """PyTorch's quantized dtypes (``torch.qint8``, ``quint8``, ``qint32``) as names: ember has
-    no quantized tensor type (ops/quantize.py keeps quantized values as integer tensors whose
-    scale and zero point their owner keeps), so the functions that take one
-    (``quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)``, ``quantize_per_tensor``)
-    read it, through `as_dtype`, as ``storage``: the integer dtype its values are kept in.
-    Unequal to that dtype, as in PyTorch."""
+    """PyTorch's quantized dtypes (``torch.qint8``, ``quint8``, ``qint32``): the dtype of a
+    quantized tensor (ops/qtensor.py: its array's NumPy dtype carries the parameters as
+    metadata under `QUANTIZED_KEY`), special, so only the ops whose ``quantized`` rule says so
+    take one. Functions that take one as a plain integer choice (``quantize_dynamic(model,
+    {nn.Linear}, dtype=torch.qint8)``) read it, through `as_dtype`, as ``storage``: the
+    integer dtype its values are kept in. Unequal to that dtype, as in PyTorch."""
 
     __slots__ = ("name", "storage")
     is_floating_point = False
     is_complex = False
+    is_bool = False
+    is_integer = False
+    special = True
+    float8 = False
+    quantized = True
 
     def __init__(self, name: str, storage: DType):
         self.name, self.storage = name, storage
@@ -218,8 +243,8 @@ INT_DTYPES = (uint8, int8, int16, int32, int64)
 # complex tensors: the ops whose `complex` rule (ops/_rules.py) accepts them take them
 COMPLEX_DTYPES = (complex64, complex128)
 
-_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES}
-_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES + LIMITED_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES + LIMITED_DTYPES}
 _BY_NAME.update(
     {
         "bool_": bool_,
@@ -309,10 +334,18 @@ def as_dtype(value) -> DType:
     return d
 
 
+# the key of a quantized array's NumPy dtype metadata (ops/qtensor.py's parameters)
+QUANTIZED_KEY = "ember_quantized"
+
+
 def from_numpy_dtype(np_dtype) -> DType:
-    """The DType of a NumPy array's dtype (fast path for arrays ember created)."""
+    """The DType of a NumPy array's dtype (fast path for arrays ember created); a quantized
+    array's is its QuantizedDType."""
     d = _BY_NP.get(np_dtype)
     if d is None:
+        meta = getattr(np_dtype, "metadata", None)
+        if meta is not None and QUANTIZED_KEY in meta:
+            return QUANTIZED_DTYPES[meta[QUANTIZED_KEY].dtype]
         return as_dtype(np_dtype)
     return d
 
@@ -323,6 +356,12 @@ _TORCH_TYPE_NAMES = {
     "float8_e4m3fnuz": "Float8_e4m3fnuz",
     "float8_e5m2fnuz": "Float8_e5m2fnuz",
 }
+
+
+def holds_exactly(dtype: DType, number) -> bool:
+    """Whether a float dtype holds the Python number exactly (1e30 overflows float16: no)."""
+    with np.errstate(over="ignore"):
+        return float(dtype.np.type(number)) == number
 
 
 def _refuse_float8_promotion(a: DType, b: DType):
@@ -349,6 +388,12 @@ def _promote_pair(a: DType, b: DType) -> DType:
         return a
     if a.float8 or b.float8:
         _refuse_float8_promotion(a, b)
+    if (a.limited or b.limited) and a.category <= _INT and b.category <= _INT:
+        raise DTypeError(
+            f"Promotion for uint16, uint32, uint64 types is not supported, attempted to "
+            f"promote {a.name} and {b.name} (cast one explicitly, as in PyTorch)",
+            op="result_type",
+        )
     if a.category != b.category:
         high, low = (a, b) if a.category > b.category else (b, a)
         if high.category == _COMPLEX and low.category == _FLOAT:

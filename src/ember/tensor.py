@@ -28,6 +28,7 @@ from .errors import ArgumentTypeError, AutogradError, DTypeError, MetaDataError,
 from .grad_mode import InferenceVersion, _inference
 from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
+from .ops import qtensor as _qtensor
 from .ops._data import to_array
 from .ops._overlap import ANY as _ANY_OVERLAP
 from .ops._overlap import refuse_partial_overlap as _refuse_partial_overlap
@@ -372,6 +373,10 @@ class Tensor(_reg.TensorBase):
         """
         if _meta.active[0] and type(self._data) is _meta.MetaArray:
             return self._meta_inplace(name, fn, args, kwargs)
+        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            _qtensor.write_inplace(self, name, fn, args, kwargs)
+            self._vc[0] += 1
+            return self
         if not (getattr(fn, "one_value", False) or getattr(fn, "overlap_ok", False)):
             full = getattr(fn, "overlap_refused", None) is _ANY_OVERLAP  # (indexed writes)
             _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs), full)
@@ -477,6 +482,12 @@ class Tensor(_reg.TensorBase):
             elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
                 if type(arg) is int and not _fits_integer(arg, self._data.dtype):
                     return False  # (NumPy refuses it; the general route wraps it, as PyTorch)
+                if (
+                    dtype.itemsize == 2
+                    and dtype.is_floating_point
+                    and not _dt.holds_exactly(dtype, arg)
+                ):
+                    return False  # (half by a number it cannot hold: PyTorch's float32 math)
                 operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
             else:
                 return False
@@ -507,11 +518,15 @@ class Tensor(_reg.TensorBase):
                 "instead.",
                 op="numpy",
             )
+        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            raise _qtensor.refuse_values("numpy")
         _exposed(self._data)
         return self._data
 
     def __array__(self, dtype=None, copy=None):
         self._refuse_meta("Tensor.__array__()")
+        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            raise _qtensor.refuse_values("__array__")
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
             return self._data.astype(dtype)
         if copy:
@@ -534,6 +549,8 @@ class Tensor(_reg.TensorBase):
                 f"got shape {tuple(self.shape)}",
                 op="item",
             )
+        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            return _qtensor.dequantize(self).item()  # (PyTorch's: the dequantized value)
         value = self._data.reshape(()).item()
         if self.dtype is _dt.bfloat16:
             value = float(value)
@@ -542,6 +559,8 @@ class Tensor(_reg.TensorBase):
     def tolist(self):
         self._refuse_meta("Tensor.tolist()")
         self._check_read(".tolist()")
+        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            raise _qtensor.refuse_values("tolist")
         if self.dtype is _dt.bfloat16:
             return self._data.astype(np.float32).tolist()
         return self._data.tolist()
@@ -597,6 +616,10 @@ class Tensor(_reg.TensorBase):
         if type(self._data) is _meta.MetaArray:
             return self._meta_repr()
         data = self._data
+        if data.dtype.metadata is not None and _qtensor.is_quantized(self):
+            # PyTorch's text: the dequantized values, then the size, dtype and parameters
+            values = _qtensor.dequantize(self)._data
+            return _printing.tensor_text(values, _qtensor.suffixes(self), shown_dtype=None)
         if data.dtype.kind == "V" or data.dtype.itemsize < 4 and data.dtype.kind == "f":
             data = data.astype(np.float32)  # (bfloat16, float16, float8: printed from float32)
         default_float = _dt.get_default_dtype()

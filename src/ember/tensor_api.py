@@ -21,6 +21,7 @@ from . import dtypes as dt
 from ._missing import tensor_getattr
 from .devices import CPU, channels_last, channels_last_3d, check_memory_format, contiguous_format
 from .errors import DeviceError, MetaDataError
+from .ops import qtensor as _qtensor
 from .ops._factory_kwargs import placement, strided
 from .ops._registry import METHODS, PUBLIC, TensorBase
 
@@ -309,7 +310,7 @@ def install(cls: type) -> None:
     cls.is_mps = property(lambda self: False)
     cls.is_sparse = property(lambda self: False)
     cls.layout = property(lambda self: strided)
-    cls.is_quantized = property(lambda self: False)
+    cls.is_quantized = property(_qtensor.is_quantized)
     # the other backends and layouts PyTorch's tensors report (library code checks them)
     for flag in _OTHER_BACKENDS:
         setattr(cls, flag, property(lambda self: False))

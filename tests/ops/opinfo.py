@@ -293,7 +293,8 @@ def spellings_of(op: OpInfo) -> tuple:
         kinds.append("F")
     if op.name in _registry.METHODS:
         kinds.append("M")
-    if op.name + "_" in _registry.INPLACE:
+    # (an in-place method of its own, masked_scatter_, is a method named with the underscore)
+    if op.name + "_" in _registry.INPLACE or op.name + "_" in _registry.METHODS:
         kinds.append("I")
     return tuple(kinds)
 

@@ -55,6 +55,26 @@ NO_TORCH = {
     "T:dequantize": "PyTorch's is a method of its quantized tensor type; samples_quantize.py "
     "compares with it",
 }
+_QTENSOR = "a quantized tensor's (ops/qtensor.py): tests/test_sem56_quantized.py compares it "
+NO_TORCH.update(
+    {
+        f"{kind}:{name}": _QTENSOR + "with PyTorch's quantized tensors"
+        for kind, name in [
+            ("M", "dequantize"),
+            ("M", "int_repr"),
+            ("M", "q_scale"),
+            ("M", "q_zero_point"),
+            ("M", "q_per_channel_scales"),
+            ("M", "q_per_channel_zero_points"),
+            ("M", "q_per_channel_axis"),
+            ("M", "qscheme"),
+            ("T", "_make_per_tensor_quantized_tensor"),
+            ("T", "_make_per_channel_quantized_tensor"),
+        ]
+    }
+)
+_CSR = "sparse CSR matrices (ops/sparse_csr.py): tests/test_sem56_sparse_csr.py compares them"
+NO_TORCH.update({"M:to_sparse_csr": _CSR, "T:sparse_csr_tensor": _CSR})
 
 _SEE = "conformance samples (samples_quantize.py) compare it with PyTorch's quantized tensors"
 INTERNAL = {

@@ -24,6 +24,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..grad_mode import is_grad_enabled
 from ..graph import scope as _scope
 from ..ops import _item_scalars as _items
+from ..ops import _torch_flops
 from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node
@@ -152,6 +153,21 @@ def scaled_dot_product_attention(
         v = _repeat_heads(v, q.shape[-3] // v.shape[-3])
     if is_causal and attn_mask is not None:
         raise ArgumentError(f"{op}: give either attn_mask or is_causal=True, not both")
+    if _torch_flops.REGIONS.watchers and _takes_flash(q, dropout_p):
+        # (PyTorch's FlopCounterMode has no formula for its CPU flash kernel or its backward)
+        with _torch_flops.counted_as(None):
+            return _run(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)
+    return _run(q, k, v, attn_mask, dropout_p, is_causal, scale, generator)
+
+
+def _takes_flash(q, dropout_p) -> bool:
+    """PyTorch's CPU backend choice: its flash kernel for 4-D inputs without dropout (where
+    that backend is enabled), else the math path (ember's composite, op for op)."""
+    flash = q.ndim == 4 and not (_items.is_item(dropout_p) or dropout_p > 0.0)
+    return flash and _sdp_switches.flash_sdp_enabled()
+
+
+def _run(q, k, v, attn_mask, dropout_p, is_causal, scale, generator):
     if q.dtype is dt.bfloat16 or q.dtype is dt.float16:
         # computed in float32 and rounded once, as PyTorch's CPU attention accumulates its
         # products and takes its softmax in float: 16-bit scores and weights rounded op by op
@@ -168,10 +184,9 @@ def scaled_dot_product_attention(
 
 
 def _named(out, q, dropout_p):
-    """PyTorch's node: its CPU flash attention kernel's for 4-D inputs without dropout (where
-    that backend is enabled), else the math path's last op, which ember's composite shares."""
-    flash = q.ndim == 4 and not (_items.is_item(dropout_p) or dropout_p > 0.0)
-    if flash and _sdp_switches.flash_sdp_enabled():
+    """PyTorch's node: its CPU flash attention kernel's (`_takes_flash`), else the math path's
+    last op, which ember's composite shares."""
+    if _takes_flash(q, dropout_p):
         return rename_node(out, "ScaledDotProductFlashAttentionForCpuBackward0", q)
     return out
 

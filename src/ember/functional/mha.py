@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..ops import _torch_flops
 from ..ops import api as E
 from ..ops._registry import apply, export
 from ..ops._util import fmt_shape
@@ -181,6 +182,26 @@ def attend(
             .reshape(bsz * heads, 1, src_len)
         )
         mask = padding if mask is None else mask + padding
+    if fused and _torch_flops.REGIONS.watchers:
+        # (PyTorch runs these through scaled_dot_product_attention's CPU flash kernel, which
+        # its FlopCounterMode does not count)
+        with _torch_flops.counted_as(None):
+            weights, out = _weighted(q, k, v, mask, dropout_p, head_dim, safe)
+    else:
+        weights, out = _weighted(q, k, v, mask, dropout_p, head_dim, safe)
+    out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+    out = linear(out, out_proj_weight, out_proj_bias)
+    out = out.reshape(tgt_len, bsz, embed_dim)
+    if not need_weights:
+        return out, None
+    weights = weights.reshape(bsz, heads, tgt_len, src_len)
+    if average_attn_weights:
+        weights = weights.mean(1)
+    return out, weights
+
+
+def _weighted(q, k, v, mask, dropout_p, head_dim, safe):
+    """The attention weights and their average of the values, per (batch * head)."""
     scores = E.matmul(q * math.sqrt(1.0 / head_dim), k.transpose(-2, -1))
     if mask is not None:
         scores = scores + mask
@@ -190,15 +211,7 @@ def attend(
     weights = stable_softmax(scores, 2, safe=True) if safe else softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
-    out = E.matmul(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-    out = linear(out, out_proj_weight, out_proj_bias)
-    out = out.reshape(tgt_len, bsz, embed_dim)
-    if not need_weights:
-        return out, None
-    weights = weights.reshape(bsz, heads, tgt_len, src_len)
-    if average_attn_weights:
-        weights = weights.mean(1)
-    return out, weights
+    return weights, E.matmul(weights, v)
 
 
 def _attend_fused(q, k, v, mask, padding, heads, out_proj_weight, out_proj_bias, safe, op):

@@ -151,12 +151,13 @@ def ember_dtype(np_dtype, where: str):
 def supported_dtype(np_dtype) -> bool:
     """Whether ember's tensors compute values of this element type. The float8 formats are
     not (ember's float8 tensors only move and convert values, with PyTorch's saturation, not
-    ONNX's): the converters compute them in NumPy, with ONNX's rules."""
+    ONNX's), nor uint16/32/64 (PyTorch's few kernels for them): the converters compute them
+    in NumPy, with ONNX's rules."""
     try:
         dtype = _dtypes.from_numpy_dtype(np.dtype(np_dtype))
     except Exception:
         return False
-    return not dtype.name.startswith("float8")
+    return not (dtype.float8 or dtype.limited)
 
 
 def to_tensor(value, where: str, dtype=None) -> Tensor:

@@ -5,12 +5,16 @@ import importlib
 import pkgutil
 
 from ..types import TensorType
-from . import _half  # noqa: F401  (attaches each elementwise op's C loop as its fast rule)
+from . import (
+    _half,  # noqa: F401  (attaches each elementwise op's C loop as its fast rule)
+    _limited,
+)
 from ._registry import CUSTOM_NAMESPACES, FUNCTIONAL, METHODS, PUBLIC, REGISTRY, OpDef, apply
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _info.name.startswith("_") and _info.name != "api":
         importlib.import_module(f"{__name__}.{_info.name}")
+_limited.declare()  # (the ops that take uint16/32/64: every op is registered by now)
 
 __all__ = ["REGISTRY", "PUBLIC", "METHODS", "FUNCTIONAL", "OpDef", "TensorType", "apply"]
 

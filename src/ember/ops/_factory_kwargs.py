@@ -83,6 +83,7 @@ class _Layout:
 
 strided = _Layout("strided")
 sparse_coo = _Layout("sparse_coo")
+sparse_csr = _Layout("sparse_csr")  # (ops/sparse_csr.py)
 
 
 def placement(name: str, kwargs: dict) -> None:

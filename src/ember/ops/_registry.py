@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError
 from ._rules import Complex, Layout
 
@@ -104,6 +105,9 @@ class OpDef:
     overwrites_operand: bool = False
     workspace: Callable[..., int] | None = None
     flop_family: str | None = None
+    quantized: str | None = None  # "all" or "per_tensor": takes quantized tensors
+    limited: bool = False  # takes uint16/uint32/uint64 (PyTorch's few kernels for them)
+    torch_flops: Callable[..., Any] | None = None  # (inputs, attrs, backward) -> str | None
     batch: Any = KIND_DEFAULT  # a batch rule (ops/_batching.py), None, or the kind's default
     identity: Any = None  # Identity
     noop: Callable[..., bool] | None = None
@@ -285,6 +289,18 @@ def _refuse_special(op: OpDef, inputs: tuple) -> None:
     for t in inputs:
         dtype = getattr(t, "dtype", None)
         if dtype is None or not dtype.special:
+            continue
+        if getattr(dtype, "quantized", False):
+            _refuse_quantized(op, t, dtype)
+            continue
+        if dtype.limited:
+            if not op.limited:
+                raise KernelDTypeError(
+                    f"not implemented for '{dtype.name.capitalize().replace('Ui', 'UI')}' "
+                    f"({dtype}), as PyTorch has no {op.name} kernel for it: cast first, e.g. "
+                    "x.long()",
+                    op=op.name,
+                )
             continue
         if dtype.float8:
             if not op.float8:
@@ -501,9 +517,35 @@ def _refuse_specials(op: OpDef, inputs: tuple) -> None:
 
 
 def refuses_special(op: OpDef) -> bool:
-    """Whether ``op`` refuses some special (complex or float8) operand: `apply`, and the eager
-    mode as it types the operands, call `_refuse_special` for it then."""
-    return op.complex is not _GRADIENT or not op.float8
+    """Whether ``op`` refuses some special (complex, float8 or quantized) operand: `apply`, and
+    the eager mode as it types the operands, call `_refuse_special` for it then."""
+    return op.complex is not _GRADIENT or not op.float8 or op.quantized != "all" or not op.limited
+
+
+def _refuse_quantized(op: OpDef, t, dtype) -> None:
+    """The ``quantized`` rule: an op without it refuses a quantized tensor, as PyTorch's
+    QuantizedCPU backend has no kernel for most ops; "per_tensor" ops (which move elements)
+    refuse a per-channel one, whose parameters follow an axis."""
+    rule = op.quantized
+    if rule == "all":
+        return
+    if rule == "per_tensor":
+        meta = getattr(getattr(t, "_data", None), "dtype", None)
+        qparams = None if meta is None or meta.metadata is None else meta.metadata.get(
+            _dt.QUANTIZED_KEY)  # fmt: skip
+        if qparams is None or qparams.axis is None:
+            return
+        raise KernelDTypeError(
+            f"{op.name} does not take a per-channel quantized tensor (its scales follow an "
+            "axis, as PyTorch refuses): dequantize() first",
+            op=op.name,
+        )
+    raise KernelDTypeError(
+        f"Could not run '{op.name}' with arguments from the 'QuantizedCPU' backend: ember's "
+        f"{op.name} does not take a quantized tensor ({dtype}), as PyTorch's has no kernel for "
+        "it: dequantize() first, or take int_repr()",
+        op=op.name,
+    )
 
 
 def constant(array):

@@ -55,6 +55,15 @@ Memory and cost (plan/, tools/)
   autograd (split, stop_gradient): the memory plan shares their memory.
 * ``flop_family``: the row the FLOP counter reports the op under, when not its kind; also the
   family a rematerialization policy names (transforms/checkpoint.py `save_only`).
+* ``quantized``: "all" (copies every element in place: copy) or "per_tensor" (moves elements:
+  reshape, permute, getitem, broadcast_to, flip, index, concat, split; a per-channel tensor,
+  whose scales follow an axis, is refused): the op takes a quantized tensor (ops/qtensor.py),
+  whose parameters go with its array; any other op refuses one (`_registry._refuse_special`).
+* ``limited``: the op takes uint16/uint32/uint64 operands (PyTorch's few kernels for them;
+  declared in ops/_limited.py); any other op refuses one (`_registry._refuse_special`).
+* ``torch_flops(inputs, attrs, backward) -> str | None``: the aten operator PyTorch's
+  ``FlopCounterMode`` counts the call under (``"aten.mm"``), None where it counts nothing
+  (ops/_torch_flops.py; read by ember.utils.flop_counter with the ``cost`` rule).
 
 Interchange (onnx/exporter.py)
 * ``onnx(e) -> names``: the op as ONNX nodes. ``e`` is an emitter bound to one call (defined in

@@ -225,6 +225,17 @@ def check_scalars(op: str, dtype: DType, *scalars) -> None:
         raise DTypeError(f"beta and alpha must be integers for {dtype} tensors", op=op)
 
 
+def truncated_scalars(op: str, dtype: DType, beta, alpha) -> tuple:
+    """The ``beta``/``alpha`` of addmm, addmv, addbmm and baddbmm for a result of ``dtype``:
+    PyTorch's rule for these four (addr and add refuse instead, `check_scalars`): a float
+    scalar of an integer result is read as its integer part, truncated toward zero (beta 1.7
+    is 1, -2.6 is -2); a complex one needs a complex result."""
+    check_scalars(op, dtype, *(s for s in (beta, alpha) if not isinstance(s, float)))
+    if dtype.is_floating_point or dtype.is_complex:
+        return beta, alpha
+    return tuple(int(s) if isinstance(s, float) else s for s in (beta, alpha))
+
+
 def check_fill_value(op: str, value, dtype: DType) -> None:
     """A Python number written into a tensor (full, fill_, masked_fill, index_fill, scatter's
     value, where's and clamp's numbers, ``x[i] = v``), refused as PyTorch's ``checked_convert``

@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
 from . import _item_scalars as _items
+from . import _torch_flops
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import matmul_fast, matmul_kernel, product_workspace
@@ -199,6 +200,7 @@ _ADDMM = register(
         fast=_addmm_fast,
         vjp=_addmm_vjp,
         cost=_addmm_cost,
+        torch_flops=_torch_flops.addmm,
         save_inputs=(1, 2),
         c_step=lambda node: _addmm_step(
             [v.type for v in node.inputs],
@@ -227,8 +229,9 @@ def _addmm_items(input, mat1, mat2, beta, alpha):
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """PyTorch's addmm: ``beta * input + alpha * (mat1 @ mat2)`` for matrices mat1 (n, m) and
     mat2 (m, p) and an input that broadcasts to (n, p). With ``beta=0`` the input is ignored
-    (NaN and infinities in it are not propagated). For integer tensors beta and alpha must be
-    integers. A sparse ``mat1`` multiplies through ``ember.sparse.addmm``."""
+    (NaN and infinities in it are not propagated). For integer tensors a float beta or alpha is
+    truncated toward zero, as PyTorch's. A sparse ``mat1`` multiplies through
+    ``ember.sparse.addmm``."""
     if isinstance(mat1, SparseTensor):
         return sparse_addmm(input, mat1, mat2, beta=beta, alpha=alpha)
     input, mat1, mat2 = promote(input, mat1, mat2)
@@ -242,11 +245,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         )
     elif input.dtype.is_floating_point:
         beta, alpha = float(beta), float(alpha)
-    elif isinstance(beta, float) or isinstance(alpha, float):
-        raise DTypeError(
-            f"beta={beta!r} and alpha={alpha!r} must be integers for {input.dtype} tensors",
-            op="addmm",
-        )
+    else:  # (PyTorch truncates a float beta or alpha of an integer result toward zero)
+        beta, alpha = (int(v) if isinstance(v, float) else v for v in (beta, alpha))
     return apply(_ADDMM, input, mat1, mat2, beta=beta, alpha=alpha)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
-from . import _onnx
+from . import _onnx, _torch_flops
 from . import api as E
 from ._attention_pattern import attention_pattern
 from ._half import via_float32
@@ -190,6 +190,7 @@ ATTENTION = register(
         c_step=_c_step,
         vjp=_vjp,
         cost=_cost,
+        torch_flops=_torch_flops.attention,
         flop_family="attention",
         pattern=attention_pattern(),
         autocast=Autocast.LOWER,

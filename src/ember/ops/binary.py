@@ -75,8 +75,11 @@ def _binary(
     clamp=None,
     overloads=None,
     backward_refusal=None,
+    opmath_scalar=None,
 ):
-    """``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
+    """``opmath_scalar``: PyTorch's node name of the op when a float16/bfloat16 tensor times
+    (or over) a number is computed in float32, as PyTorch's CPU kernels do (`_opmath_number`);
+    ``overloads``: PyTorch's node names of the op's (tensor, number), (tensor, tensor) and
     (number, tensor) overloads, which promotion makes one call here (NOT_IMPLEMENTED: one
     PyTorch has no derivative for, whose backward raises); ``backward_refusal(x, y)``: the
     message PyTorch's backward of the call raises with, or None;
@@ -111,6 +114,10 @@ def _binary(
             check(x, y)
         if _meta.active[0]:
             _meta.refuse_mixed(name, (x, y))
+        if opmath_scalar is not None:
+            slot = _opmath_number(x, y, commutes=opmath_scalar == "MulBackward0")
+            if slot is not None:
+                return rename_node(_in_float32(op, x, y, slot), opmath_scalar)
         return apply(op, *promote(x, y, floating=floating))
 
     if overloads is not None:
@@ -147,6 +154,48 @@ def _binary(
     fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
     export(fn, name=name, method=method, inplace=True)
     return op
+
+
+_REDUCED_FLOATS = (dt.float16, dt.bfloat16)
+
+
+def _opmath_number(x, y, commutes: bool):
+    """Which operand of ``x op y`` is the number PyTorch's CPU mul and div apply in float32 to
+    a float16/bfloat16 tensor (0 or 1), or None. Their kernels read a scalar second operand
+    (a Python number, or a 0-d float32/float64 tensor the half tensor's dtype wins over) as
+    its float32 value and round the float32 result once, so ``h * 1e30`` is inf (not 0 * inf
+    = NaN at zeros) and ``h * 0.1`` differs from ``h * half(0.1)``. A number the half dtype
+    holds exactly gives the same bits either way and takes the one-node route. A first
+    operand is a number only as ``2.5 * h`` makes it (a Python number, mul's reflection,
+    which PyTorch runs as ``h.mul(2.5)``)."""
+    kind = type(y)
+    if kind is int or kind is float:  # (checked first: mul and div are hot)
+        t, number, slot = x, y, 1
+    elif commutes and (type(x) is int or type(x) is float):
+        t, number, slot = y, x, 0
+    elif isinstance(y, TensorBase) and isinstance(x, TensorBase) and y.ndim == 0 < x.ndim:
+        if x.dtype in _REDUCED_FLOATS and y.dtype in (dt.float32, dt.float64):
+            return 1
+        return None
+    else:
+        return None
+    if not isinstance(t, TensorBase) or t.dtype not in _REDUCED_FLOATS:
+        return None
+    return None if dt.holds_exactly(t.dtype, number) else slot
+
+
+def _in_float32(op, x, y, slot):
+    """``x op y`` with the half tensor widened to float32 and the number a float32, rounded
+    back once."""
+    operands = [x, y]
+    half = operands[1 - slot]
+    number = operands[slot]
+    operands[1 - slot] = E.cast(half, dt.float32)
+    if isinstance(number, TensorBase):
+        operands[slot] = number if number.dtype is dt.float32 else E.cast(number, dt.float32)
+    else:
+        operands[slot] = constant(np.asarray(number, np.float32))
+    return E.cast(apply(op, *operands), half.dtype)
 
 
 def _scale(name, y, alpha, dtype):
@@ -465,6 +514,7 @@ MUL = _binary(
     c="({0} * {1})",
     onnx=cx.pairs(ox.onnx_logic("Mul", "And"), cx.binary("Mul")),
     complex=Complex.GRADIENT,
+    opmath_scalar="MulBackward0",
 )
 DIV = _binary(
     "div",
@@ -476,6 +526,7 @@ DIV = _binary(
     c="({0} / {1})",
     onnx=cx.pairs(_onnx.node("Div"), cx.binary("Div")),
     complex=Complex.GRADIENT,
+    opmath_scalar="DivBackward0",
 )
 _binary(
     "floor_div",

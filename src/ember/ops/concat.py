@@ -12,7 +12,7 @@ from .. import _meta
 from ..errors import ArgumentError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
-from . import _batching, sparse_methods
+from . import _batching, qtensor, sparse_methods
 from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
@@ -83,6 +83,7 @@ def _onnx_concat_pairs(e):  # (complex values: the axis counted from the front)
 CONCAT = register(
     OpDef(
         name="concat",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         grad_fn="CatBackward0",
         float8=True,
         complex=Complex.GRADIENT,
@@ -142,6 +143,7 @@ def _onnx_split(e):
 SPLIT = register(
     OpDef(
         name="split",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_split,
@@ -173,6 +175,8 @@ def concat(tensors, dim=0, *, axis=None):
         _meta.refuse_mixed("cat", tensors)
     if not len(tensors):  # (before promotion, which needs an operand)
         raise ArgumentError("expected a non-empty list of tensors", op="concat")
+    if qtensor.is_quantized(tensors[0]):  # (quantized tensors join without promotion)
+        tensors = qtensor.aligned("cat", tensors)
     tensors = promote(*tensors)
     ndims = [t.ndim for t in tensors]
     if 0 in ndims:

@@ -15,12 +15,12 @@ import operator
 from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, KernelDTypeError, ShapeError
 from . import _item_scalars as _items
+from . import _torch_flops, cdist_direct
 from . import api as E
-from . import cdist_direct
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
 from ._registry import apply, export
-from ._util import broadcast_shapes, check_scalars, fmt_shape, normalize_axis
+from ._util import broadcast_shapes, check_scalars, fmt_shape, normalize_axis, truncated_scalars
 from .cdist_direct import away_from_zero as _away_from_zero
 from .linalg import matmul
 from .promotion import to_tensor
@@ -102,15 +102,18 @@ def _same_dtype(name: str, *tensors):
 
 
 @autocasts(Autocast.LOWER)
+@_torch_flops.counts_as("aten.baddbmm")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices (b, n, m) and
     (b, m, p) and an input that broadcasts to (b, n, p). The three tensors must have one
     dtype, as in PyTorch. With ``beta=0`` the input is ignored (its NaN and infinities too).
-    For integer tensors beta and alpha must be integers (ember's addmm's rule; PyTorch
-    truncates float ones)."""
+    For integer tensors a float beta or alpha is truncated toward zero, as PyTorch's."""
     input, batch1, batch2 = to_tensor(input), to_tensor(batch1), to_tensor(batch2)
     dtype = _same_dtype("baddbmm", input, batch1, batch2)
-    check_scalars("baddbmm", dtype, beta, alpha)  # (float ones for complex tensors too)
+    if _items.any_item(beta, alpha):
+        check_scalars("baddbmm", dtype, beta, alpha)  # (float ones for complex tensors too)
+    else:
+        beta, alpha = truncated_scalars("baddbmm", dtype, beta, alpha)
     if dtype in (dt.float16, dt.bfloat16):  # as PyTorch: computed in float32, rounded once
         wide = [E.cast(t, dt.float32) for t in (input, batch1, batch2)]
         return E.cast(baddbmm(*wide, beta=beta, alpha=alpha), dtype)

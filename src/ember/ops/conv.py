@@ -34,7 +34,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.conv_plan import conv_geometry, conv_out_size
 from ..types import TensorType
-from . import _batching, conv_epilogue
+from . import _batching, _torch_flops, conv_epilogue
 from . import _onnx_conv as oxc
 from . import api as E
 from ._conv_dispatch import (
@@ -384,6 +384,7 @@ CONV = register(
         fast=_conv_fast,
         vjp=_conv_vjp,
         cost=_conv_cost,
+        torch_flops=_torch_flops.convolution,
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
         c_step=_conv_c_step,
@@ -415,6 +416,7 @@ CONV_INPUT_GRAD = register(
         fast=_conv_input_grad_fast,
         vjp=_input_grad_vjp,
         cost=_input_grad_cost,
+        torch_flops=_torch_flops.transposed_or_backward,
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample(),
         channel_fold=_input_grad_channel_fold,
@@ -438,6 +440,7 @@ CONV_WEIGHT_GRAD = register(
         fast=_conv_weight_grad_fast,
         vjp=_weight_grad_vjp,
         cost=_weight_grad_cost,
+        torch_flops=_torch_flops.convolution_backward,
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample((0, 1), partial=True),
         flop_family="conv",

@@ -15,6 +15,7 @@ from .promotion import to_tensor
 COPY = register(
     OpDef(
         name="copy",
+        quantized="all",  # (copies elements: ops/qtensor.py)
         grad_fn="CloneBackward0",
         # (contiguous() copies into row-major order, clone() keeps the source's: the callers
         # choose, not the elementwise default)

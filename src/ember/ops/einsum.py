@@ -30,6 +30,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, ShapeError
 from ..types import TensorType
+from . import _torch_flops
 from . import api as E
 from ._matmul_kernels import matmul_fast
 from ._registry import Cost, OpDef, apply, export, register
@@ -373,6 +374,7 @@ _EINSUM = register(
         fast=_einsum_fast,
         vjp=_einsum_vjp,
         cost=_einsum_cost,
+        torch_flops=_torch_flops.einsum,
         workspace=_einsum_workspace,
         doc="einsum(*operands, equation): Einstein summation; the equation is canonical "
         "(explicit output, no ellipsis, letters in order of first appearance)",

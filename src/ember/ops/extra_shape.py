@@ -16,11 +16,13 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..symbolic import SymDim
 from . import _item_scalars as _items
+from . import _torch_flops
 from . import api as E
+from ._aliased_source import sequential_reads
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
-from ._util import broadcast_shapes, check_scalars, normalize_axis
+from ._util import broadcast_shapes, check_scalars, normalize_axis, truncated_scalars
 from .pad import pad
 from .promotion import promote, to_tensor
 
@@ -360,9 +362,10 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
 
 def _scaled(name, input, product, beta, alpha):
     input, product = promote(input, product)
-    check_scalars(name, input.dtype, beta, alpha)
     if _items.any_item(beta, alpha):  # (traced .item()s: their tensors)
+        check_scalars(name, input.dtype, beta, alpha)
         return _items.add_scaled(name, input, product, beta, alpha, input.dtype)
+    beta, alpha = truncated_scalars(name, input.dtype, beta, alpha)
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:  # the input is ignored, its NaN and infinities too
         return E.broadcast_to(
@@ -373,6 +376,7 @@ def _scaled(name, input, product, beta, alpha):
 
 @export(method=True, inplace=True)
 @autocasts(Autocast.LOWER)
+@_torch_flops.counts_as(None)  # (PyTorch's FlopCounterMode has no formula for addbmm)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``; beta=0 ignores the input.
     ``addbmm_`` refuses an input that broadcasts (PyTorch's resizes it to the result's shape):
@@ -484,7 +488,7 @@ def ravel(input):
     return E.reshape(input, (-1,))
 
 
-@export(method=True, inplace=True)
+@export(method=True)
 def masked_scatter(input, mask, source):
     """``input`` with the positions where ``mask`` (broadcast to input) is True filled with
     ``source``'s leading elements, in row-major order. The gradient goes to input where mask
@@ -500,6 +504,7 @@ def masked_scatter(input, mask, source):
     # (out of place, input and mask broadcast together, as PyTorch's; x.masked_scatter_ keeps
     # x's shape, which the in-place protocol checks)
     shape = broadcast_shapes("masked_scatter", tuple(x.shape), tuple(m.shape))
+    _refuse_short_source(m, shape, src)
     x, m = E.broadcast_to(x, shape), E.broadcast_to(m, shape)
     flat_mask = E.reshape(m, (-1,))
     pos = E.cumsum(E.cast(flat_mask, dt.int64), 0) - 1
@@ -508,11 +513,48 @@ def masked_scatter(input, mask, source):
         return E.clone(x)
     pos = E.clamp(pos, 0, flat_src.shape[0] - 1)
     picked = E.reshape(E.index_select(flat_src, 0, pos), shape)
-    return E.where(m, picked, x)
+    return rename_node(E.where(m, picked, x), "MaskedScatterBackward0")
 
 
-# (PyTorch's masked_scatter_ reads its source before writing: an overlapping source is allowed)
+def _refuse_short_source(mask, shape, source):
+    """PyTorch refuses a source with fewer elements than the mask (broadcast) has ones; the
+    count is known only where the mask holds data (eagerly, not while a graph is built)."""
+    data = getattr(mask, "_data", None)
+    if not isinstance(data, np.ndarray) or data.dtype != np.bool_:
+        return
+    ones = int(np.count_nonzero(np.broadcast_to(data, shape)))
+    have = int(np.prod(source.shape, dtype=np.int64))
+    if have < ones:
+        raise ShapeError(
+            f"the source has {have} elements, fewer than the {ones} ones in the mask "
+            f"(broadcast to {tuple(shape)})",
+            op="masked_scatter",
+        )
+
+
+# (PyTorch's masked_scatter_ reads its source as it writes: an overlapping source is allowed)
 masked_scatter.overlap_ok = True
+
+
+@export(name="masked_scatter_", method=True, toplevel=False)
+def _masked_scatter_inplace(self, mask, source):
+    """``self.masked_scatter_(mask, source)``; a source sharing self's memory is read as
+    PyTorch's loop reads it, seeing the elements earlier steps wrote (ops/_aliased_source.py).
+    Those values are written after the out-of-place result, so the gradient is PyTorch's
+    formula's (mask-selected gradient to the source's leading elements), which ignores the
+    aliasing as PyTorch's does."""
+    data, src, m = (getattr(t, "_data", None) for t in (self, source, mask))
+    arrays = all(isinstance(a, np.ndarray) for a in (data, src, m))
+    reads = None
+    if arrays and m.dtype == np.bool_ and not building_graph():
+        full_mask = np.broadcast_to(m, data.shape)
+        reads = sequential_reads(data, full_mask, src)
+    if reads is None:
+        return self._inplace("masked_scatter_", masked_scatter, mask, source)
+    values = src.reshape(-1)[reads]  # (a copy, taken before the write)
+    out = self._inplace("masked_scatter_", masked_scatter, mask, source)
+    self._data.reshape(-1)[np.flatnonzero(full_mask)[: len(reads)]] = values
+    return out
 
 
 def _fill_diagonal_mask(shape, wrap):

@@ -135,6 +135,7 @@ def _getitem_node_name(attrs, in_types) -> str:
 GETITEM = register(
     OpDef(
         name="getitem",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         grad_fn=_getitem_node_name,
         float8=True,
         complex=Complex.GRADIENT,
@@ -368,6 +369,7 @@ def _onnx_index(e):
 _INDEX = register(
     OpDef(
         name="index",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         float8=True,
         complex=Complex.GRADIENT,
         onnx=_onnx_index,

@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, KernelDTypeError, ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, _torch_flops
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import (
@@ -280,6 +280,7 @@ MATMUL = register(
         fast=matmul_fast,
         vjp=_matmul_vjp,
         cost=_matmul_cost,
+        torch_flops=_torch_flops.matmul,
         batch=_batching.matmul_rule,
         c_step=_matmul_c_step,
         epilogue=_MATMUL_EPILOGUE,
@@ -317,6 +318,15 @@ def matmul(a, b):
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if k_a != k_b:
         raise _mismatch(a.shape, b.shape, f"the inner dimensions differ ({k_a} vs {k_b})")
+    if (b.ndim == 1 or a.ndim == 1 and b.ndim > 2) and _torch_flops.REGIONS.watchers:
+        # (PyTorch runs these as mv or dot, which its FlopCounterMode does not count)
+        with _torch_flops.counted_as(None):
+            return _vector_matmul(a, b, k_a, k_b)
+    return _vector_matmul(a, b, k_a, k_b)
+
+
+def _vector_matmul(a, b, k_a, k_b):
+    """`matmul` with a 1-D operand: its row or column as a matrix, the dimension removed."""
     if a.ndim == 1 and b.ndim == 1:
         out = apply(MATMUL, E.reshape(a, (1, k_a)), E.reshape(b, (k_b, 1)))
         return rename_node(E.reshape(out, ()), "DotBackward0")
@@ -503,6 +513,7 @@ _LINEAR = register(
         fast=_linear_fast,
         vjp=_linear_vjp,
         cost=_linear_cost,
+        torch_flops=_torch_flops.linear,
         save_inputs=(0, 1),
         # workspace: the matmul kernel's, on x and weight.T
         batch=_batching.linear_rule,

@@ -84,8 +84,8 @@ def _norm_vjp(c, g):
     if not c.attrs["keepdims"]:
         shape = _keepdim_shape(x.shape, axes)
         g, norm = E.reshape(g, shape), E.reshape(norm, shape)
-    if p == 0:
-        return (E.zeros(tuple(x.shape), dtype=g.dtype),)
+    if p == 0:  # (PyTorch's: an undefined gradient, so x.grad stays None, not zeros)
+        return (None,)
     if p == 1:
         return (E.sign(x) * g,)
     # (each masked quotient divides by a safe stand-in where it is masked, so nothing warns)

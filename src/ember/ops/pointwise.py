@@ -231,16 +231,14 @@ def _copysign_kernel(x, y):
 def _copysign_vjp(c, g):
     x = c.inputs[0]
     nx, ny = c.needs_input_grad
-    # PyTorch's copysign_tensor_self_backward: g times the result over input, 0 where input is
-    # zero (NaN where it is NaN or infinite), spelled in the result (recomputed) and the input,
-    # not their sign bits, so a second-order gradient reaches both operands (zeros up to
-    # rounding, as PyTorch's); other's gradient is zero, but it is one (the result requires grad)
-    # (divided only where finite and nonzero: 0 / 0 and inf / inf would warn). The result is
-    # the saved output, not recomputed from other: PyTorch saves self and the result only, so
-    # other may be written in place before backward (``v.copysign_(v)``)
-    plain = E.isfinite(x) & (x != 0)
-    ratio = c.outputs[0] / E.where(plain, x, 1.0)
-    ratio = E.where(plain, ratio, E.where(x == 0, 0.0, E.full_like(x, math.nan)))  # x's dtype
+    # PyTorch's copysign_tensor_self_backward, op for op: ``result / input`` with zeros where
+    # input is zero (NaN where it is NaN or infinite), spelled in the result and the input, not
+    # their sign bits, so a second-order gradient reaches both operands as PyTorch's does: zeros
+    # up to rounding, and NaN at input's zeros (the mask's zero gradient times 1 / 0 in the
+    # division's). The result is the saved output, not recomputed from other: PyTorch saves
+    # self and the result only, so other may be written in place before backward
+    # (``v.copysign_(v)``)
+    ratio = E.where(x == 0, 0.0, c.outputs[0] / x)
     return (
         _reduce_to(g * ratio, c.in_types[0]) if nx else None,
         _reduce_to(E.zeros_like(g), c.in_types[1]) if ny else None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from . import _torch_flops
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._node_names import rename_node
@@ -93,6 +94,7 @@ export(outer, name="ger", method=True)
 
 @export(functional=True, toplevel=False)
 @autocasts(Autocast.KEEP)
+@_torch_flops.counts_as(None)  # (PyTorch's _trilinear, which FlopCounterMode does not count)
 def bilinear(input1, input2, weight, bias=None):
     """PyTorch's F.bilinear: ``out[..., o] = x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``
     (``x1``, ``x2``: ``input1``, ``input2``)."""

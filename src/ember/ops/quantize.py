@@ -2,13 +2,15 @@
 ``dequantize`` and PyTorch's ``fake_quantize_per_tensor_affine`` /
 ``fake_quantize_per_channel_affine`` (straight-through gradients).
 
-Representation. ember has no quantized tensor type: a quantized value is a plain uint8 or int8
+Representation. Given ``ember.uint8`` or ``ember.int8``, a quantized value is a plain integer
 tensor ``q`` plus its parameters, kept by whoever made it (ember.quantization's modules keep
 them as attributes and buffers): a per-tensor ``scale`` (float) and ``zero_point`` (int), or
 per-channel ``scales`` (float32 tensor) and ``zero_points`` (int tensor) along ``axis``. The
 real value is ``(q - zero_point) * scale``. ``torch.quantize_per_tensor(x, s, z, torch.quint8)
 .int_repr()`` is ``ember.quantize_per_tensor(x, s, z, ember.uint8)``, and ``x.dequantize()``
-is ``ember.dequantize(q, s, z)``.
+is ``ember.dequantize(q, s, z)``. Given PyTorch's quantized dtypes (``ember.quint8``,
+``qint8``, ``qint32``), these functions make PyTorch's quantized tensors (ops/qtensor.py, with
+PyTorch's own rounding).
 
 Rounding. ``q = clamp(rint(x / scale) + zero_point, qmin, qmax)``, half to even, dividing (as
 ONNX's QuantizeLinear and onnxruntime do, so an export reproduces ember bit for bit; PyTorch
@@ -32,6 +34,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, QuantizationError, ShapeError
 from ..kernels import cq8
 from ..types import TensorType
+from . import qtensor
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, require_float
 from .promotion import to_tensor
@@ -421,8 +424,11 @@ def _quant_dtype(op: str, dtype):
 @export
 def quantize_per_tensor(input, scale, zero_point, dtype):
     """``clamp(rint(input / scale) + zero_point)`` as a ``dtype`` (ember.uint8 or ember.int8)
-    tensor: PyTorch's ``quantize_per_tensor(...).int_repr()`` (ember has no quantized tensor
-    type; see ops/quantize.py for the rounding)."""
+    tensor: PyTorch's ``quantize_per_tensor(...).int_repr()`` (see ops/quantize.py for the
+    rounding). Given a quantized dtype (``ember.quint8``, ``qint8``, ``qint32``), PyTorch's
+    quantized tensor (ops/qtensor.py)."""
+    if isinstance(dtype, dt.QuantizedDType):
+        return qtensor.quantize_per_tensor(input, scale, zero_point, dtype)
     dtype = _quant_dtype("quantize_per_tensor", dtype)
     lo, hi = qrange(dtype)
     scale, zero_point = float(scale), int(zero_point)
@@ -434,7 +440,10 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
 @export
 def quantize_per_channel(input, scales, zero_points, axis, dtype):
     """Per-channel ``clamp(rint(input / scales[c]) + zero_points[c])`` along ``axis`` as a
-    ``dtype`` tensor: PyTorch's ``quantize_per_channel(...).int_repr()``."""
+    ``dtype`` tensor: PyTorch's ``quantize_per_channel(...).int_repr()``; given a quantized
+    dtype, PyTorch's quantized tensor (ops/qtensor.py)."""
+    if isinstance(dtype, dt.QuantizedDType):
+        return qtensor.quantize_per_channel(input, scales, zero_points, axis, dtype)
     dtype = _quant_dtype("quantize_per_channel", dtype)
     scales, zero_points = to_tensor(scales), to_tensor(zero_points)
     return apply(QUANTIZE_PER_CHANNEL, to_tensor(input), scales, zero_points, axis=int(axis),
@@ -442,10 +451,15 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
 
 
 @export
-def dequantize(input, scale, zero_point, axis=None):
+def dequantize(input, scale=None, zero_point=None, axis=None):
     """The float32 values ``(input - zero_point) * scale`` of a uint8/int8 tensor: per tensor
-    (Python numbers), or per channel along ``axis`` (tensors of scales and zero points). PyTorch
-    spells it ``qtensor.dequantize()``, the parameters living in its quantized tensor."""
+    (Python numbers), or per channel along ``axis`` (tensors of scales and zero points). A
+    quantized tensor (or a list of them: a tuple back) carries its own parameters, as in
+    PyTorch's ``torch.dequantize(q)``."""
+    if isinstance(input, (list, tuple)) and scale is None:
+        return tuple(qtensor.dequantize(t) for t in input)
+    if scale is None and zero_point is None and axis is None:
+        return qtensor.dequantize(input)
     if axis is None and not isinstance(scale, TensorBase):
         q = to_tensor(input)
         if q.dtype.name in _RANGES:

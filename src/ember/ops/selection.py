@@ -17,6 +17,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
+from . import qtensor
 from ._node_names import rename_node, renames
 from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
@@ -47,6 +48,8 @@ def masked_fill(x, mask, value):
     out-of-place form (the in-place form needs the broadcast shape to be x's). ``value`` is a
     Python scalar or a 0-d tensor (gradients flow to both x and a tensor value)."""
     x = to_tensor(x)
+    if qtensor.is_quantized(x):  # (PyTorch's: the value quantized into a copy)
+        return x.clone().masked_fill_(mask, value)
     mask = _bool_mask("masked_fill", mask)
     try:
         broadcast_shapes("masked_fill", x.shape, mask.shape)

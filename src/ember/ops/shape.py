@@ -81,6 +81,7 @@ def _onnx_reshape_pairs(e):  # (complex values: their parts' axis kept last)
 RESHAPE = register(
     OpDef(
         name="reshape",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         grad_fn="ViewBackward0",
         float8=True,
         complex=Complex.GRADIENT,
@@ -247,6 +248,7 @@ def _onnx_broadcast_to(e):
 _BROADCAST = register(
     OpDef(
         name="broadcast_to",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         grad_fn="ExpandBackward0",
         float8=True,
         complex=Complex.GRADIENT,
@@ -345,6 +347,7 @@ def _onnx_permute_pairs(e):  # (complex values: their parts' axis kept last)
 _PERMUTE = register(
     OpDef(
         name="permute",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         float8=True,
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_permute, _onnx_permute_pairs),
@@ -433,6 +436,7 @@ def _onnx_flip(e):
 _FLIP = register(
     OpDef(
         name="flip",
+        quantized="per_tensor",  # (moves elements: ops/qtensor.py)
         complex=Complex.GRADIENT,
         onnx=_onnx_flip,
         kind="shape",

@@ -15,6 +15,8 @@ from __future__ import annotations
 from ...backends.cuda import SDPBackend, sdpa_kernel
 from ...errors import ArgumentError, ShapeError
 from ...functional.mha import attend
+from ...grad_mode import is_grad_enabled
+from ...ops import _torch_flops
 from ...ops._util import fmt_shape
 from ...tensor import Tensor
 from .. import init
@@ -141,16 +143,14 @@ class MultiheadAttention(Module):
                 "MultiheadAttention: is_causal is a hint that attn_mask is causal; pass the "
                 "causal attn_mask too (e.g. Transformer.generate_square_subsequent_mask)"
             )
-        out, weights = self._attend(
-            query,
-            key,
-            value,
-            key_padding_mask,
-            need_weights,
-            attn_mask,
-            average_attn_weights,
-            fused_kernel,
-        )
+        args = (query, key, value, key_padding_mask, need_weights, attn_mask)
+        if _torch_flops.REGIONS.watchers and fused_kernel:
+            # (PyTorch runs this call as _native_multi_head_attention, which its
+            # FlopCounterMode does not count)
+            with _torch_flops.counted_as(None):
+                out, weights = self._attend(*args, average_attn_weights, fused_kernel)
+        else:
+            out, weights = self._attend(*args, average_attn_weights, fused_kernel)
         if not batched:
             out = out.squeeze(1)
             weights = None if weights is None else weights.squeeze(0)
@@ -162,9 +162,9 @@ class MultiheadAttention(Module):
         """Whether PyTorch runs this call on its fused inference kernel
         (``_native_multi_head_attention``, its conditions in MultiheadAttention.forward): the
         same arithmetic but for a fully masked row (a sample whose every key is padding),
-        NaN there where the unfused path without weights gives zeros."""
+        NaN there where the unfused path without weights gives zeros; and which its
+        FlopCounterMode does not count."""
         from ...amp import is_autocast_enabled
-        from ...grad_mode import is_grad_enabled
 
         float_mask = any(
             m is not None and m.dtype.is_floating_point for m in (attn_mask, key_padding_mask)
@@ -179,6 +179,10 @@ class MultiheadAttention(Module):
             or self.num_heads % 2
             or not self.batch_first
             or self.bias_k is not None
+            or self.bias_v is not None
+            or self.in_proj_weight is None
+            or self.in_proj_bias is None
+            or not (query.dtype is self.in_proj_weight.dtype is self.in_proj_bias.dtype)
             or self.add_zero_attn
             or not self._qkv_same_embed_dim
             or is_autocast_enabled()
