@@ -210,7 +210,7 @@ def _run_viz(args) -> int:
                 f"or one of the built-in models {', '.join(EXAMPLE_STEPS)}",
                 op="viz",
             )
-        graph, phases = load_graph(args.model), None
+        graph, phases = load_graph(args.model, runnable=False), None
     if suffix == ".html":
         viz.html(graph, args.output, phases)
     elif suffix == ".svg":

@@ -176,6 +176,9 @@ def to_dot(graph, phases: dict | None = None, rankdir: str = "TB") -> str:
     header = [
         f"digraph {_quote(graph.name)} {{",
         f"  rankdir={rankdir};",
+        # dot's global ranking: its older per-cluster ranking fails on some graphs whose
+        # clusters (phases, fused nodes' members) edges cross ("trouble in init_rank")
+        "  newrank=true;",
         f"  label={_quote(graph.name)}; labelloc=t;",
         '  node [fontname="Helvetica", fontsize=10];',
         '  edge [fontname="Helvetica", fontsize=8];',

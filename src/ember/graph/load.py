@@ -38,8 +38,11 @@ _MAX_SIZE = 2**63  # dimensions, coefficients: what an int64 holds
 _MAX_POWER = 64  # of a symbol in a symbolic size
 
 
-def load_graph(path: str | os.PathLike) -> Graph:
-    """Read a graph written by `save_graph` (or `Graph.save`) and verify it."""
+def load_graph(path: str | os.PathLike, *, runnable: bool = True) -> Graph:
+    """Read a graph written by `save_graph` (or `Graph.save`) and verify it. ``runnable``: also
+    refuse a graph with a value (of known size) past this machine's memory, which running it
+    would allocate; False for tools that only read it (``ember inspect``, ``ember viz``: they
+    count such sizes exactly, never allocate them)."""
     from ..errors import CheckpointError
     from ..io.checkpoint import read_safetensors
 
@@ -53,9 +56,12 @@ def load_graph(path: str | os.PathLike) -> Graph:
     except (ValueError, RecursionError) as exc:  # (ValueError: an int of too many digits)
         raise _bad(path, f"its graph metadata is not valid JSON ({exc})") from exc
     try:
-        return _Loader(path, arrays).build(structure)
+        graph = _Loader(path, arrays).build(structure)
     except RecursionError as exc:  # a structure nested deeper than the checks reach
         raise _bad(path, "its structure is nested too deeply") from exc
+    if runnable:
+        _check_sizes(graph, path)
+    return graph
 
 
 def _check_sizes(graph: Graph, path: str) -> None:
@@ -160,7 +166,6 @@ class _Loader:
             graph = self.graph.verify()
         except GraphError as exc:
             raise self.fail(f"the stored graph does not verify: {exc.detail}") from exc
-        _check_sizes(graph, self.path)
         return graph
 
     def subgraph(self, structure, prefix: str, where: str) -> Graph:

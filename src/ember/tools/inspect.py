@@ -280,7 +280,7 @@ def inspect_graph_file(path, batch_size: int | None = None) -> str:
     from ..graph.load import load_graph
 
     path = os.fspath(path)
-    graph, note = _concrete(load_graph(path), path, batch_size)
+    graph, note = _concrete(load_graph(path, runnable=False), path, batch_size)
     return inspect_graph(graph, f"{path}: graph {graph.name}", note)
 
 
