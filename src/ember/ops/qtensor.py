@@ -20,7 +20,8 @@ Quantized tensors are eager values: capturing one in a graph is refused.
 Arithmetic, as PyTorch's CPU kernels (measured against PyTorch 2.13 bit for bit): a float32
 input only; per tensor, 8-bit ``q = rint(fma(x, 1 / scale, zero_point))`` in float32 (a NaN
 gives the largest value), 32-bit ``rint(x * (1 / scale) + zero_point)`` rounded step by step
-(a NaN gives the smallest); per channel ``rint(x * (1 / scale) + zero_point)`` in float32;
+(a NaN gives the smallest); per channel ``rint(x * (1 / scale) + zero_point)`` in float32
+(a NaN gives 0 in 8 bits, the smallest in 32);
 ties to even, then clamped. Dequantized per tensor ``(q - zero_point) * scale`` in float32, per
 channel in float64, then rounded to float32 (a 32-bit ``q - zero_point`` wraps around).
 """
@@ -159,8 +160,7 @@ def quantize_per_tensor(input, scale, zero_point, qdtype) -> TensorBase:
     scale, zero_point = _scalar(scale, float), _scalar(zero_point, int)
     lo, hi = _RANGES[qdtype.name]
     _check_zero_point(op, zero_point, lo, hi)
-    if not (np.isfinite(scale) and scale > 0):
-        raise QuantizationError(f"scale must be positive and finite, got {scale}", op=op)
+    # (any scale, as PyTorch: zero, negative, infinite or NaN ones quantize by the same steps)
     p = QParams(qdtype.name, scale, zero_point)
     return eager_constant(make_array(_quantize_ints(x, p), p))
 
@@ -174,7 +174,8 @@ def _quantize_ints(x: np.ndarray, p: QParams) -> np.ndarray:
         shape[p.axis] = -1
         inv = (np.float32(1.0) / p.scales.astype(np.float32)).reshape(shape)
         v = x * inv + p.zero_points.astype(np.float32).reshape(shape)
-        return _round_clamp(v, lo, hi, nan)
+        # (a NaN: 0 in 8 bits, PyTorch's per-channel loop, whatever the zero point)
+        return _round_clamp(v, lo, hi, lo if p.dtype == "qint32" else 0)
     inv = np.float32(1.0) / np.float32(p.scale)
     if p.dtype == "qint32":  # (two roundings, PyTorch's scalar loop)
         v = x * inv + np.float32(p.zero_point)

@@ -1,0 +1,51 @@
+"""Quantization parameters PyTorch 2.13 accepts and ember refused: a per-tensor scale that is
+zero, negative, tiny, infinite or NaN (PyTorch quantizes by the same steps), and the integer a
+NaN becomes per channel (0 in 8 bits, whatever the zero point)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+X = [[-1.0, 0.05, 0.15, 0.0], [1.2, 30.0, -20.0, -0.0], [float("nan"), float("inf"), -float("inf"), 2.5]]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():  # (PyTorch deprecates its quantized tensors)
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _same(e, t):
+    np.testing.assert_array_equal(e.int_repr().numpy(), t.int_repr().numpy())
+    np.testing.assert_array_equal(e.dequantize().numpy(), t.dequantize().numpy())
+
+
+@pytest.mark.parametrize("qdtype", ["quint8", "qint8", "qint32"])
+@pytest.mark.parametrize("scale", [0.0, -0.1, -3.0, 1e-12, float("inf"), float("nan")])
+def test_any_per_tensor_scale(qdtype, scale):
+    t, e = (
+        m.quantize_per_tensor(m.tensor(X), scale, 3, getattr(m, qdtype)) for m in (torch, ember)
+    )
+    _same(e, t)
+    assert e.q_scale() == t.q_scale() or (np.isnan(e.q_scale()) and np.isnan(t.q_scale()))
+
+
+@pytest.mark.parametrize("qdtype", ["quint8", "qint8", "qint32"])
+def test_per_channel_nan_and_odd_scales(qdtype):
+    def run(m):
+        x = m.tensor(X)
+        return [
+            m.quantize_per_channel(x, m.tensor(s), m.tensor([1, 2, 5]), 0, getattr(m, qdtype))
+            for s in ([0.1, float("nan"), 0.2], [0.0, -0.5, float("inf")])
+        ]
+
+    for e, t in zip(run(ember), run(torch), strict=True):
+        _same(e, t)
