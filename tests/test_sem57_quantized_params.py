@@ -13,7 +13,8 @@ import ember
 
 torch = pytest.importorskip("torch")
 
-X = [[-1.0, 0.05, 0.15, 0.0], [1.2, 30.0, -20.0, -0.0], [float("nan"), float("inf"), -float("inf"), 2.5]]  # fmt: skip
+NAN, INF = float("nan"), float("inf")
+X = [[-1.0, 0.05, 0.15, 0.0], [1.2, 30.0, -20.0, -0.0], [NAN, INF, -INF, 2.5]]
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +30,7 @@ def _same(e, t):
 
 
 @pytest.mark.parametrize("qdtype", ["quint8", "qint8", "qint32"])
-@pytest.mark.parametrize("scale", [0.0, -0.1, -3.0, 1e-12, float("inf"), float("nan")])
+@pytest.mark.parametrize("scale", [0.0, -0.1, -3.0, 1e-12, INF, NAN])
 def test_any_per_tensor_scale(qdtype, scale):
     t, e = (
         m.quantize_per_tensor(m.tensor(X), scale, 3, getattr(m, qdtype)) for m in (torch, ember)
@@ -44,7 +45,7 @@ def test_per_channel_nan_and_odd_scales(qdtype):
         x = m.tensor(X)
         return [
             m.quantize_per_channel(x, m.tensor(s), m.tensor([1, 2, 5]), 0, getattr(m, qdtype))
-            for s in ([0.1, float("nan"), 0.2], [0.0, -0.5, float("inf")])
+            for s in ([0.1, NAN, 0.2], [0.0, -0.5, INF])
         ]
 
     for e, t in zip(run(ember), run(torch), strict=True):
