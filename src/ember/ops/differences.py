@@ -49,7 +49,9 @@ def equal(input, other) -> bool:
     """True if both tensors have the same shape and elements (a Python bool; NaN is unequal
     to itself, as in PyTorch)."""
     a, b = to_tensor(input), to_tensor(other)
-    if qtensor_ops.quantized_form((a, b)):  # (PyTorch compares their integers and parameters)
+    if qtensor_ops.held(a) or qtensor_ops.held(
+        b
+    ):  # (PyTorch compares their integers and parameters)
         return qtensor_ops.equal(a, b)
     if tuple(a.shape) != tuple(b.shape):
         return False

@@ -33,7 +33,7 @@ def _count(x, axes) -> int:
 def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Arithmetic mean over ``dim`` (floating tensors only, as in PyTorch)."""
     x = to_tensor(x)
-    if x._data.dtype.metadata is not None and qtensor_ops.quantized_form((x,)):
+    if qtensor_ops.held(x):
         # (the values' mean quantized back with the input's parameters, as PyTorch)
         return qtensor_ops.mean(x, dim, keepdim, axis=axis, keepdims=keepdims)
     if dtype is not None:

@@ -30,6 +30,13 @@ def quantized_form(args) -> bool:
     return any(Q.is_quantized(a) for a in args)
 
 
+def held(x) -> bool:
+    """Whether ``x`` is a quantized tensor, cheaply for any other value: only a quantized
+    array's dtype carries metadata (a traced value has no array: it is not one)."""
+    data = getattr(x, "_data", None)
+    return data is not None and data.dtype.metadata is not None and Q.params(data) is not None
+
+
 def _per_tensor(op: str, t):
     data, p = Q._quantized(op, t)
     if p.per_channel:
