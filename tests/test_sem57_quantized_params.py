@@ -50,3 +50,14 @@ def test_per_channel_nan_and_odd_scales(qdtype):
 
     for e, t in zip(run(ember), run(torch), strict=True):
         _same(e, t)
+
+
+def test_saving_a_quantized_tensor_is_refused_by_name(tmp_path):
+    """PyTorch's checkpoints hold quantized tensors; ember's refuse one, naming it and what
+    to save instead (not the structured NumPy dtype that carries its parameters)."""
+    q = ember.quantize_per_tensor(ember.tensor([0.5, -1.0]), 0.1, 3, ember.quint8)
+    with pytest.raises(ember.errors.CheckpointError, match=r"quantized tensor \(ember.quint8"):
+        ember.save({"w": q}, tmp_path / "q.pt")
+    torch.save(torch.quantize_per_tensor(torch.tensor([0.5]), 0.1, 3, torch.quint8),
+               tmp_path / "t.pt")  # fmt: skip
+    assert torch.load(tmp_path / "t.pt").int_repr().tolist() == [8]

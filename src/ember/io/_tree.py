@@ -112,6 +112,14 @@ class _Encoder:
         bytes_of = _AS_BYTES.get(arr.dtype)
         if id(x) not in self.memo:
             if dt._BY_NP.get(arr.dtype) is None:
+                if arr.dtype.metadata and dt.QUANTIZED_KEY in arr.dtype.metadata:
+                    raise CheckpointTypeError(
+                        f"{_where(path)} is a quantized tensor ({x.dtype}), which ember's "
+                        "checkpoints do not hold (PyTorch's do): save its int_repr() with "
+                        "q_scale() and q_zero_point() (or the per-channel ones), or its "
+                        "dequantize()",
+                        op="save",
+                    )
                 raise CheckpointTypeError(
                     f"{_where(path)} is an array of dtype {arr.dtype}, which ember does not "
                     "support; convert it to one of " + ", ".join(d.name for d in dt.ALL_DTYPES),
