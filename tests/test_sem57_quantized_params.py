@@ -61,3 +61,21 @@ def test_saving_a_quantized_tensor_is_refused_by_name(tmp_path):
     torch.save(torch.quantize_per_tensor(torch.tensor([0.5]), 0.1, 3, torch.quint8),
                tmp_path / "t.pt")  # fmt: skip
     assert torch.load(tmp_path / "t.pt").int_repr().tolist() == [8]
+
+
+def test_loading_pytorchs_quantized_tensors(tmp_path):
+    x = np.random.RandomState(0).randn(3, 4, 5).astype(np.float32)
+    saved = {
+        "u8": torch.quantize_per_tensor(torch.tensor(x), 0.05, 128, torch.quint8),
+        "i8_view": torch.quantize_per_tensor(torch.tensor(x), 0.1, -3, torch.qint8)[:, 1:3],
+        "i32": torch.quantize_per_tensor(torch.tensor(x), 0.01, 7, torch.qint32),
+        "channel": torch.quantize_per_channel(
+            torch.tensor(x), torch.tensor([0.1, 0.2, 0.3]), torch.tensor([1, 2, 3]), 0, torch.qint8
+        ),  # fmt: skip
+    }
+    torch.save(saved, tmp_path / "q.pt")
+    loaded = ember.load(tmp_path / "q.pt")
+    for name, t in saved.items():
+        e = loaded[name]
+        assert repr(e).replace("ember.", "torch.") == repr(t)
+        np.testing.assert_array_equal(e.int_repr().numpy(), t.int_repr().numpy())
