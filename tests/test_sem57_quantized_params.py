@@ -52,15 +52,35 @@ def test_per_channel_nan_and_odd_scales(qdtype):
         _same(e, t)
 
 
-def test_saving_a_quantized_tensor_is_refused_by_name(tmp_path):
-    """PyTorch's checkpoints hold quantized tensors; ember's refuse one, naming it and what
-    to save instead (not the structured NumPy dtype that carries its parameters)."""
-    q = ember.quantize_per_tensor(ember.tensor([0.5, -1.0]), 0.1, 3, ember.quint8)
-    with pytest.raises(ember.errors.CheckpointError, match=r"quantized tensor \(ember.quint8"):
-        ember.save({"w": q}, tmp_path / "q.pt")
-    torch.save(torch.quantize_per_tensor(torch.tensor([0.5]), 0.1, 3, torch.quint8),
-               tmp_path / "t.pt")  # fmt: skip
-    assert torch.load(tmp_path / "t.pt").int_repr().tolist() == [8]
+def test_ember_checkpoints_hold_quantized_tensors(tmp_path):
+    """ember.save/ember.load keep a quantized tensor (its integers and parameters, odd scales
+    too), as torch.save/torch.load do; a damaged parameter is refused naming the file."""
+    x = ember.tensor(np.random.RandomState(0).randn(3, 4).astype(np.float32))
+    saved = {
+        "u8": ember.quantize_per_tensor(x, 0.05, 128, ember.quint8),
+        "nan_scale": ember.quantize_per_tensor(x, NAN, 1, ember.qint32),
+        "negative": ember.quantize_per_tensor(x, -0.2, -5, ember.qint8),
+        "channel": ember.quantize_per_channel(
+            x, ember.tensor([0.1, 0.2, 0.3]), ember.tensor([1, 2, 3]), 0, ember.qint8
+        ),  # fmt: skip
+        "plain": x,
+    }
+    ember.save(saved, tmp_path / "q.pt")
+    loaded = ember.load(tmp_path / "q.pt")
+    for name, t in saved.items():
+        assert repr(loaded[name]) == repr(t)
+        if t.is_quantized:
+            assert loaded[name].dtype is t.dtype
+            np.testing.assert_array_equal(loaded[name].int_repr().numpy(), t.int_repr().numpy())
+    from ember.io import checkpoint
+
+    structure, arrays = checkpoint.encode({"q": saved["u8"]})
+    structure["$dict"]["q"]["quantized"]["zero_point"] = 300
+    metadata = {checkpoint.FORMAT_KEY: checkpoint.FORMAT_VERSION,
+                "structure": __import__("json").dumps(structure)}  # fmt: skip
+    checkpoint.write_safetensors(tmp_path / "bad.pt", arrays, metadata)
+    with pytest.raises(ember.errors.CheckpointError, match="bad.pt: .*zero_point 300"):
+        ember.load(tmp_path / "bad.pt")
 
 
 def test_loading_pytorchs_quantized_tensors(tmp_path):
