@@ -28,7 +28,7 @@ from ..ops import api as E
 from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node, renames
 from ..ops._registry import TensorBase, apply, building_graph, export
-from ..ops._util import fmt_shape
+from ..ops._util import check_fill_value, fmt_shape
 from ..ops.gelu import GELU, GELU_TANH
 from ..ops.glu import GLU
 from ..ops.hardtanh import HARDTANH
@@ -174,11 +174,11 @@ def _clamp_strict(x, lo: float, hi: float):
 @export(functional=True, toplevel=False)
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
     """Clamp into ``[min_val, max_val]`` (gradient 0 at and beyond the bounds)."""
-    if (  # (every ReLU6 layer: a float tensor, float bounds in order: the op, as below)
+    if (  # (every ReLU6 layer: a float tensor, float bounds in order that fit float16: the op)
         not inplace
         and type(min_val) is float
         and type(max_val) is float
-        and min_val <= max_val
+        and -65504.0 <= min_val <= max_val <= 65504.0
         and isinstance(input, TensorBase)
         and input.dtype.is_floating_point
     ):
@@ -204,6 +204,10 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
     lo, hi = float(min_val), float(max_val)
     if lo > hi:
         raise ArgumentError(f"hardtanh: min_val ({lo}) must not exceed max_val ({hi})")
+    for bound in (lo, hi):  # (1e5 for a float16 tensor: refused, as PyTorch)
+        check_fill_value("hardtanh", bound, x.dtype)
+    if lo != lo or hi != hi:  # (a NaN bound: NaN everywhere, PyTorch's clamp)
+        return _maybe_inplace("hardtanh", x, inplace, lambda t: E.clamp(t, lo, hi))
     return _maybe_inplace("hardtanh", x, inplace, lambda t: _clamp_strict(t, lo, hi))
 
 
@@ -266,6 +270,10 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
     if _items.any_item(threshold, value):
         return _maybe_inplace("threshold", x, inplace, lambda t: IA.threshold(t, threshold, value))
     th, v = float(threshold), float(value)
+    if x.dtype.is_floating_point:  # (PyTorch converts the value to the tensor's dtype, the
+        # threshold to float32 unless the tensor is float64: a finite one beyond is refused)
+        check_fill_value("threshold", v, x.dtype)
+        check_fill_value("threshold", th, dt.float64 if x.dtype is dt.float64 else dt.float32)
     if x.dtype.is_integer and math.isfinite(th) and math.isfinite(v):
         # PyTorch casts both to the tensor's dtype first: C's truncation (-0.5 is 0), wrapping
         # (-1 is uint8's 255)

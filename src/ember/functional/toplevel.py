@@ -252,7 +252,12 @@ def scalar_tensor(s, *, dtype=None, requires_grad=False):
     """A 0-d tensor holding ``s``, in the default float dtype unless ``dtype`` is given (an
     int or bool too, unlike ``ember.tensor``)."""
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    out = E.full((), s, dtype=d)
+    if d in (dt.float16, dt.bfloat16) and type(s) in (int, float) and not -65504 <= s <= 65504:
+        # (PyTorch's scalar_tensor writes a number beyond a 16-bit dtype's range as an
+        # infinity, where full refuses it; float32 refuses it too)
+        out = E.cast(E.full((), float(s), dtype=dt.float64), d)
+    else:
+        out = E.full((), s, dtype=d)
     return out.requires_grad_() if requires_grad else out
 
 

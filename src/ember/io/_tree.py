@@ -39,7 +39,7 @@ from .. import dtypes as dt
 from ..errors import CheckpointError, CheckpointRefusedError, EmberError
 from ..ops._factory_kwargs import sparse_coo
 from ..tensor import Tensor
-from . import safe_globals
+from . import _quantized, safe_globals
 from ._shared import shared_views, view_of
 
 
@@ -108,6 +108,11 @@ class _Encoder:
     def array_node(self, x, arr: np.ndarray, path: str, kind: str | None) -> dict:
         if id(x) in self.shared:
             return self.shared_node(x, path, kind)
+        quantized = None
+        if arr.dtype.metadata and dt.QUANTIZED_KEY in arr.dtype.metadata:
+            # (its integers, with its parameters in the node: io/_quantized.py)
+            quantized = _quantized.encode(arr)
+            arr = _quantized.integers(arr)
         is_complex = arr.dtype.kind == "c"
         bytes_of = _AS_BYTES.get(arr.dtype)
         if id(x) not in self.memo:
@@ -133,6 +138,8 @@ class _Encoder:
             node["complex"] = True
         if bytes_of:
             node["bytes_of"] = bytes_of
+        if quantized is not None:
+            node["quantized"] = quantized
         if isinstance(x, Tensor) and x.requires_grad:
             node["requires_grad"] = True
         return node
@@ -241,7 +248,9 @@ class _Encoder:
 
 
 MAX_DEPTH = 200  # of a structure's nesting (a training state nests under 10 deep)
-_TENSOR_KEYS = frozenset({"$tensor", "kind", "requires_grad", "complex", "bytes_of", "view"})
+_TENSOR_KEYS = frozenset(
+    {"$tensor", "kind", "requires_grad", "complex", "bytes_of", "view", "quantized"}
+)
 # dtypes stored as their bytes (uint8), "bytes_of" naming them in the node
 _AS_BYTES = {
     np.dtype(dt.float8_e4m3fnuz.np): "float8_e4m3fnuz",
@@ -316,7 +325,12 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
         ):
             raise bad(f"unknown dtype {_short(bytes_of)} stored as bytes", where)
         view = node.get("view")
-        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}\0{view}"
+        quantized = node.get("quantized")
+        if quantized is not None and (kind is not None or view is not None or is_complex):
+            raise bad("a quantized tensor is a plain tensor of its own storage", where)
+        key = f"{name}\0{kind}\0{requires_grad}\0{is_complex}\0{bytes_of}\0{view}\0{quantized}"
+        if key not in made and quantized is not None:
+            made[key] = _quantized.decode(arrays[name], quantized, lambda what: bad(what, where))
         if key not in made:
             arr = arrays[name]
             if view is not None:

@@ -72,9 +72,10 @@ _STORAGES = {
     "BoolStorage": (dt.bool_, "bool"),
     "ComplexFloatStorage": (dt.complex64, "complex64"),
     "ComplexDoubleStorage": (dt.complex128, "complex128"),
-    "QUInt8Storage": (None, "quint8"),
-    "QInt8Storage": (None, "qint8"),
-    "QInt32Storage": (None, "qint32"),
+    # (a quantized tensor's integers: `_rebuild_qtensor` gives them their parameters)
+    "QUInt8Storage": (dt.uint8, "quint8"),
+    "QInt8Storage": (dt.int8, "qint8"),
+    "QInt32Storage": (dt.int32, "qint32"),
     "QUInt4x2Storage": (None, "quint4x2"),
     "QUInt2x4Storage": (None, "quint2x4"),
 }
@@ -373,11 +374,35 @@ def _rebuild_sparse_tensor(layout, data):
         raise _Damaged(f"an inconsistent sparse tensor: {str(exc).splitlines()[0]}") from None
 
 
-def _rebuild_qtensor(*args):
-    raise _Unsupported(
-        "a quantized tensor (torch.qint8 / quint8 / qint32), which ember does not have "
-        "(dequantize it before saving, or use ember.quantization)"
-    )
+def _rebuild_qtensor(
+    storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks
+):
+    """A quantized tensor (ops/qtensor.py): its integers viewed from the storage, given the
+    per-tensor or per-channel parameters PyTorch pickled with them (each checked as
+    ``_make_per_*_quantized_tensor`` checks its arguments)."""
+    from ..ops import qtensor
+
+    ints = _view(storage, storage_offset, size, stride)
+    if ints.dtype not in (dt.uint8, dt.int8, dt.int32):
+        raise _Damaged(f"a quantized tensor's storage holds {ints.dtype.name}, not integers")
+    params = quantizer_params if isinstance(quantizer_params, tuple) else ()
+    scheme = getattr(params[0], "name", None) if params else None
+    try:
+        if scheme == "per_tensor_affine" and len(params) == 3:
+            _, scale, zero_point = params
+            if type(scale) is not float or type(zero_point) is not int:
+                raise _Damaged(f"quantizer parameters {params!r:.80} are not a float and an int")
+            return qtensor._make_per_tensor_quantized_tensor(ints, scale, zero_point)
+        if scheme == "per_channel_affine" and len(params) == 4:
+            _, scales, zero_points, axis = params
+            if not (isinstance(scales, Tensor) and isinstance(zero_points, Tensor)) or (
+                type(axis) is not int or not 0 <= axis < max(ints.ndim, 1)
+            ):
+                raise _Damaged(f"per-channel quantizer parameters {params!r:.80} are malformed")
+            return qtensor._make_per_channel_quantized_tensor(ints, scales, zero_points, axis)
+    except EmberError as exc:
+        raise _Damaged(f"a quantized tensor's parameters: {str(exc).splitlines()[0]}") from None
+    raise _Unsupported(f"a quantized tensor of scheme {scheme or params!r:.60}")
 
 
 def _size(dims=()):

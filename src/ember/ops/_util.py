@@ -236,18 +236,28 @@ def truncated_scalars(op: str, dtype: DType, beta, alpha) -> tuple:
     return tuple(int(s) if isinstance(s, float) else s for s in (beta, alpha))
 
 
-def check_fill_value(op: str, value, dtype: DType) -> None:
+def check_fill_value(op: str, value, dtype: DType, floats: bool | str = True) -> None:
     """A Python number written into a tensor (full, fill_, masked_fill, index_fill, scatter's
     value, where's and clamp's numbers, ``x[i] = v``), refused as PyTorch's ``checked_convert``
     refuses it: a complex one into a real tensor, and one outside an integer dtype's range
     (an unsigned one takes negatives down to minus its maximum, which wrap), where arithmetic
-    (``u8 + 300``) would wrap it silently."""
+    (``u8 + 300``) would wrap it silently; with ``floats``, also a finite one beyond a floating
+    dtype's largest value (1e5 into float16), which would become an infinity (PyTorch's
+    where and item assignment refuse it for float32 only: they pass "float32")."""
     if isinstance(value, complex) and not dtype.is_complex:
         raise ArgumentError(
             f"value {value!r} cannot be converted to type {dtype} without overflow (a complex "
             "value for a real tensor)",
             op=op,
         )
+    if (
+        floats
+        and type(value) in (int, float)
+        and not -65504.0 <= value <= 65504.0  # (float16's largest: the others' exceed it)
+        and dtype.name in _FLOAT_TYPES
+        and (floats is True or floats == dtype.name)
+    ):
+        _check_float_range(op, value, dtype)
     if (
         type(value) in (int, float)
         and dtype.is_integer
@@ -257,6 +267,27 @@ def check_fill_value(op: str, value, dtype: DType) -> None:
         raise ArgumentError(
             f"value cannot be converted to type {dtype.np.name}_t without overflow (value "
             f"{value!r}, tensor of {dtype})",
+            op=op,
+        )
+
+
+# c10's names of the floating types whose range a number must fit, as its message spells
+# them, and their largest finite values
+_FLOAT_TYPES = {"float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float"}
+_FLOAT_MAX = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+}
+
+
+def _check_float_range(op: str, value, dtype: DType) -> None:
+    # (infinities fit; NaN compares false)
+    infinite = isinstance(value, float) and math.isinf(value)
+    if not infinite and abs(value) > _FLOAT_MAX[dtype.name]:
+        raise ArgumentError(
+            f"value cannot be converted to type {_FLOAT_TYPES[dtype.name]} without overflow "
+            f"(value {value!r}, tensor of {dtype})",
             op=op,
         )
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
+from . import qtensor_ops
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -78,7 +79,12 @@ def _comparison(name, kernel, methods, dunder_doc, onnx, complex=None, float8=Fa
     )
 
     def fn(x, y):
-        return apply(op, *promote(x, y))
+        try:
+            return apply(op, *promote(x, y))
+        except KernelDTypeError:  # (PyTorch compares quantized tensors' values)
+            if not qtensor_ops.quantized_form((x, y)):
+                raise
+            return qtensor_ops.compare(fn, x, y)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``x {dunder_doc} y`` (bool result, broadcasting, promotion)."

@@ -7,6 +7,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from . import _item_scalars as _items
 from . import api as E
+from . import qtensor_ops
 from ._node_names import renames
 from ._registry import TensorBase, export
 from ._util import normalize_axis
@@ -48,6 +49,10 @@ def equal(input, other) -> bool:
     """True if both tensors have the same shape and elements (a Python bool; NaN is unequal
     to itself, as in PyTorch)."""
     a, b = to_tensor(input), to_tensor(other)
+    if qtensor_ops.held(a) or qtensor_ops.held(
+        b
+    ):  # (PyTorch compares their integers and parameters)
+        return qtensor_ops.equal(a, b)
     if tuple(a.shape) != tuple(b.shape):
         return False
     return bool(E.all(a == b))

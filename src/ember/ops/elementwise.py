@@ -16,7 +16,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import KernelDTypeError
 from ..types import TensorType
-from . import _onnx
+from . import _onnx, qtensor_ops
 from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
@@ -93,6 +93,7 @@ def _unary(
     float8=False,
     grad_fn=None,
     clamp=None,
+    quantized_form=None,
 ):
     """``c``: the op as a C expression over ``{0}`` for fused kernels (kernels/cfuse.py), with
     ``{T}`` the C type and ``{f}`` the math-function suffix ("f" for float32); ``workspace``: the
@@ -125,11 +126,16 @@ def _unary(
 
     def fn(x):
         x = to_tensor(x)
-        dtype = x.dtype
-        if float_only and not (dtype.is_floating_point or dtype.is_complex):
-            # PyTorch's int-to-float promotion
-            x = E.cast(x, dt.get_default_dtype())
-        return apply(op, x)
+        try:
+            dtype = x.dtype
+            if float_only and not (dtype.is_floating_point or dtype.is_complex):
+                # PyTorch's int-to-float promotion
+                x = E.cast(x, dt.get_default_dtype())
+            return apply(op, x)
+        except KernelDTypeError:  # (a quantized tensor: its own form, where PyTorch has one)
+            if quantized_form is None or not qtensor_ops.quantized_form((x,)):
+                raise
+            return quantized_form(x)
 
     fn.__name__ = fn.__qualname__ = name
     _direct_inplace(fn, kernel, float_only)
@@ -382,6 +388,7 @@ _unary(
     flops=4,
     complex=Complex.GRADIENT,
     workspace=_sigmoid_workspace,
+    quantized_form=qtensor_ops.sigmoid,
     # the kernel's two overflow-free forms, chosen per element, sharing one exp(-|x|)
     # (both computed, then selected: a branch would stop the loop from vectorizing)
     c=(
@@ -460,6 +467,7 @@ _unary(
     onnx=_onnx.composite(ox.onnx_relu),
     # (the expression's: NaN kept, -0.0 becomes 0.0)
     clamp=lambda attrs, constants: Clamp(0.0, float("inf"), True, False),
+    quantized_form=qtensor_ops.relu,
 )
 _unary(
     "erf",

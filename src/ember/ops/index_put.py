@@ -222,7 +222,8 @@ def index_put(x, index, value, accumulate: bool = False):
     ``x[index] = value`` and ``x.index_put_(index, value)`` write the result into x."""
     x = to_tensor(x)
     _check_value_dtype(x, index, value, accumulate)
-    check_fill_value("index_put", value, x.dtype)  # (x[i] = 300 into uint8: PyTorch refuses)
+    # (x[i] = 300 into uint8: PyTorch refuses; so 1e39 into float32, but not 1e5 into float16)
+    check_fill_value("index_put", value, x.dtype, floats="float32")
     selected = _masked_put(x, index, value, accumulate)
     if selected is not None:
         return selected

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError
 from . import api as E
+from . import qtensor_ops
 from ._node_names import rename_node
 from ._registry import apply, export
 from ._util import (
@@ -32,6 +33,9 @@ def _count(x, axes) -> int:
 def mean(x, dim=None, keepdim=False, *, axis=None, keepdims=None, dtype=None):
     """Arithmetic mean over ``dim`` (floating tensors only, as in PyTorch)."""
     x = to_tensor(x)
+    if qtensor_ops.held(x):
+        # (the values' mean quantized back with the input's parameters, as PyTorch)
+        return qtensor_ops.mean(x, dim, keepdim, axis=axis, keepdims=keepdims)
     if dtype is not None:
         x = requested_cast(x, dtype)  # (complex to real: PyTorch's real part, warned)
     require_float_or_complex("mean", x)

@@ -21,7 +21,7 @@ from . import api as E
 from ._autocast import Autocast, autocasts
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex, Layout
-from ._util import fmt_shape, memory_cost
+from ._util import check_fill_value, fmt_shape, memory_cost
 from .promotion import to_tensor
 
 # --------------------------------------------------------------------------------------- pad
@@ -347,6 +347,7 @@ def pad(x, pad, mode="constant", value=0.0):
         raise DTypeError(
             f"value {value} cannot be converted to {x.dtype} without overflow", op="pad"
         )
+    check_fill_value("pad", value, x.dtype)  # (1e5 into float16: refused, as PyTorch)
     # (a complex fill for a complex tensor stays complex, as PyTorch's)
     value = complex(value) if isinstance(value, complex) else float(value)
     return apply(_PAD, x, pads=tuple(pairs), mode=mode, value=value)

@@ -10,7 +10,10 @@ what ``input + value * t1 * t2`` cancels).
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
+import numpy as np
 
 from .. import dtypes as dt
 from ..errors import (
@@ -55,7 +58,15 @@ def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: flo
     def number(v, default, field):  # (a traced .item(): its graph value, ops/_item_scalars.py)
         if _items.is_item(v):
             return _items.scalar(v, x.dtype, "nan_to_num", field)
-        return default if v is None else float(v)
+        if v is None:
+            return default
+        v = float(v)
+        if x.dtype is dt.float32 and abs(v) > top and math.isfinite(v):
+            # (beyond float32's range: rounded to it (an infinity, mostly), as PyTorch writes
+            # it, where the plain where below would refuse it)
+            with np.errstate(over="ignore"):
+                v = float(np.float32(v))
+        return v
 
     nan = number(nan, 0.0, "nan")
     posinf, neginf = number(posinf, top, "posinf"), number(neginf, bottom, "neginf")

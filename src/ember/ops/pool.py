@@ -32,7 +32,7 @@ from ..kernels.pool_geometry import (
     pool_out_size,
 )
 from ..types import TensorType
-from . import _batching
+from . import _batching, qtensor_ops
 from ._autocast import Autocast, autocasts
 from ._half import c_runs
 from ._node_names import pool_node_name
@@ -578,10 +578,16 @@ def _max_pool_nd(nd: int):
         ceil_mode=False,
         return_indices=False,
     ):
-        x, unbatched = unbatch(name, to_tensor(input), nd)
-        # (PyTorch's 2-d and 3-d kernels take integers, as does its 1-d one with indices; the
-        # 1-d one without takes floats only)
-        require_kernel_dtype(name, x, integers=nd > 1 or bool(return_indices))
+        try:
+            x, unbatched = unbatch(name, to_tensor(input), nd)
+            # (PyTorch's 2-d and 3-d kernels take integers, as does its 1-d one with indices;
+            # the 1-d one without takes floats only)
+            require_kernel_dtype(name, x, integers=nd > 1 or bool(return_indices))
+        except KernelDTypeError:  # (a quantized tensor: pooled on its integers, as PyTorch)
+            if not qtensor_ops.quantized_form((input,)):
+                raise
+            args = (kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+            return qtensor_ops.max_pool(max_pool, input, *args)
         kernel = int_tuple(name, "kernel_size", kernel_size, nd)
         empty = stride is None or (isinstance(stride, (tuple, list)) and not stride)
         stride = kernel if empty else int_tuple(name, "stride", stride, nd)

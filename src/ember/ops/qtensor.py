@@ -10,7 +10,9 @@ indexing, so ops that only move elements (reshape, permute, indexing, expand, fl
 cat, clone: the ops whose ``quantized`` rule says so) keep the parameters with no code of
 their own, and the eager mode sees a dtype ember does not know and asks the tensor's
 ``dtype``, a `QuantizedDType`, which is special: any other op refuses the tensor
-(ops/_registry.py `_refuse_special`), as PyTorch's QuantizedCPU backend refuses most ops.
+(ops/_registry.py `_refuse_special`), as PyTorch's QuantizedCPU backend refuses most ops; the
+public functions it does run on one (relu, max, sort, mean, sigmoid, comparisons, ...) take
+it where that refusal reaches them (ops/qtensor_ops.py).
 Per-channel parameters follow an axis, so only ops that keep every element in place (clone,
 contiguous) take a per-channel tensor (PyTorch refuses its transposes and reshapes too).
 Quantized tensors are eager values: capturing one in a graph is refused.
@@ -18,7 +20,8 @@ Quantized tensors are eager values: capturing one in a graph is refused.
 Arithmetic, as PyTorch's CPU kernels (measured against PyTorch 2.13 bit for bit): a float32
 input only; per tensor, 8-bit ``q = rint(fma(x, 1 / scale, zero_point))`` in float32 (a NaN
 gives the largest value), 32-bit ``rint(x * (1 / scale) + zero_point)`` rounded step by step
-(a NaN gives the smallest); per channel ``rint(x * (1 / scale) + zero_point)`` in float32;
+(a NaN gives the smallest); per channel ``rint(x * (1 / scale) + zero_point)`` in float32
+(a NaN gives 0 in 8 bits, the smallest in 32);
 ties to even, then clamped. Dequantized per tensor ``(q - zero_point) * scale`` in float32, per
 channel in float64, then rounded to float32 (a 32-bit ``q - zero_point`` wraps around).
 """
@@ -157,8 +160,7 @@ def quantize_per_tensor(input, scale, zero_point, qdtype) -> TensorBase:
     scale, zero_point = _scalar(scale, float), _scalar(zero_point, int)
     lo, hi = _RANGES[qdtype.name]
     _check_zero_point(op, zero_point, lo, hi)
-    if not (np.isfinite(scale) and scale > 0):
-        raise QuantizationError(f"scale must be positive and finite, got {scale}", op=op)
+    # (any scale, as PyTorch: zero, negative, infinite or NaN ones quantize by the same steps)
     p = QParams(qdtype.name, scale, zero_point)
     return eager_constant(make_array(_quantize_ints(x, p), p))
 
@@ -172,7 +174,8 @@ def _quantize_ints(x: np.ndarray, p: QParams) -> np.ndarray:
         shape[p.axis] = -1
         inv = (np.float32(1.0) / p.scales.astype(np.float32)).reshape(shape)
         v = x * inv + p.zero_points.astype(np.float32).reshape(shape)
-        return _round_clamp(v, lo, hi, nan)
+        # (a NaN: 0 in 8 bits, PyTorch's per-channel loop, whatever the zero point)
+        return _round_clamp(v, lo, hi, lo if p.dtype == "qint32" else 0)
     inv = np.float32(1.0) / np.float32(p.scale)
     if p.dtype == "qint32":  # (two roundings, PyTorch's scalar loop)
         v = x * inv + np.float32(p.zero_point)
@@ -182,7 +185,7 @@ def _quantize_ints(x: np.ndarray, p: QParams) -> np.ndarray:
 
 
 def _round_clamp(v: np.ndarray, lo: int, hi: int, nan: int) -> np.ndarray:
-    v = np.rint(v).astype(np.float64)
+    v = np.array(np.rint(v), np.float64, ndmin=1).reshape(np.shape(v))  # (0-d: an array)
     v[np.isnan(v)] = nan
     return np.clip(v, lo, hi).astype(np.int64)
 
@@ -309,6 +312,8 @@ def aligned(op: str, tensors) -> list:
 
 # the in-place writes PyTorch's quantized tensors take: the values written are quantized
 WRITES = ("copy_", "fill_", "masked_fill_", "__setitem__", "index_put_")
+# the in-place ops whose out-of-place form keeps the tensor's parameters (ops/qtensor_ops.py)
+KEEPING = ("relu_",)
 
 
 def write_inplace(t, name: str, fn, args, kwargs) -> None:
@@ -317,10 +322,15 @@ def write_inplace(t, name: str, fn, args, kwargs) -> None:
     the values written (``q.fill_(1.0)``, ``q[0] = 2.0``, ``q.copy_(x)``); any other in-place
     op is refused, as PyTorch's QuantizedCPU backend has none."""
     data, p = _quantized(name, t)
+    if name in KEEPING:
+        result = fn(t, *args, **kwargs)
+        ints_of(data, p)[...] = ints_of(result._data, p)
+        return
     if name not in WRITES:
         raise KernelDTypeError(
             f"Could not run '{name}' with arguments from the 'QuantizedCPU' backend: a "
-            "quantized tensor takes copy_, fill_, masked_fill_, index_put_ and item assignment",
+            "quantized tensor takes copy_, fill_, masked_fill_, index_put_, relu_ and item "
+            "assignment",
             op=name,
         )
     result = fn(dequantize(t), *args, **kwargs)

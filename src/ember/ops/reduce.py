@@ -18,7 +18,7 @@ from .. import dtypes as dt
 from .. import return_types
 from ..errors import AxisError, DTypeError, ShapeError
 from ..types import TensorType
-from . import _batching
+from . import _batching, qtensor_ops
 from . import _onnx_complex as cx
 from . import _onnx_reduce as oxr
 from . import api as E
@@ -446,6 +446,10 @@ def _amax_public(op, all_op, arg_op_name, result_type):
         (values, indices) pair like PyTorch. Otherwise: the reduction over all elements."""
         if isinstance(dim, TensorBase):
             return E.maximum(x, dim) if op.name == "max" else E.minimum(x, dim)
+        if qtensor_ops.held(x):  # (on its integers, as PyTorch)
+            if axis is not None or not isinstance(dim, (int, type(None))):
+                raise DTypeError("a quantized tensor's max/min takes one int dim", op=op.name)
+            return qtensor_ops.extreme(x, op.name == "max", dim, keepdim)
         if dim is not None and isinstance(dim, int) and axis is None:
             # the values are gathered at the indices, so the gradient goes to the returned
             # index alone, as in PyTorch (amax/amin share it among ties)

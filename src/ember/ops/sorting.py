@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..types import TensorType
 from . import api as E
+from . import qtensor_ops
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._torch_order import sort_positions, topk_positions
@@ -205,6 +206,8 @@ def argsort(x, dim: int = -1, descending: bool = False, *, stable: bool = False)
     elements keep their order with ``stable=True``; otherwise they are ordered as PyTorch's
     CPU sort leaves them (``std::sort``'s steps, ops/_torch_order.py)."""
     x = to_tensor(x)
+    if qtensor_ops.held(x):
+        return qtensor_ops.argsort(x, dim, descending, stable=stable)
     refuse_complex("argsort", x, reason=_NO_COMPLEX_SORT)
     axis = _sort_axis("argsort", x, dim)
     return apply(_ARGSORT, x, axis=axis, descending=bool(descending), stable=bool(stable))
@@ -216,6 +219,8 @@ def sort(x, dim: int = -1, descending: bool = False, *, stable: bool = False):
     ``torch.return_types.sort``), equal elements ordered as `argsort` orders them; the
     gradient flows to the sorted elements' positions."""
     x = to_tensor(x)
+    if qtensor_ops.held(x):
+        return qtensor_ops.sort(x, dim, descending, stable=stable)
     refuse_complex("sort", x, reason=_NO_COMPLEX_SORT)
     axis = _sort_axis("sort", x, dim)
     indices = apply(_ARGSORT, x, axis=axis, descending=bool(descending), stable=bool(stable))
@@ -236,6 +241,8 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     steps of its libstdc++ selection, ops/_torch_order.py), and so is the order ``sorted=False``
     leaves. The gradient flows to the chosen elements' positions."""
     x = to_tensor(x)
+    if qtensor_ops.held(x):
+        return qtensor_ops.topk(x, k, dim, largest, sorted)
     if x.dtype is dt.bool_:
         raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
     refuse_complex("topk", x, reason="topk does not support complex dtypes on CPU (as PyTorch)")

@@ -114,7 +114,7 @@ def where(condition, x=None, y=None):
     numbers = [v for v in (x, y) if not isinstance(v, TensorBase)]
     x, y = promote(x, y)
     for number in numbers:  # (a number taken into a tensor's dtype: PyTorch's checked convert)
-        check_fill_value("where", number, x.dtype)
+        check_fill_value("where", number, x.dtype, floats="float32")
     return apply(
         _WHERE,
         to_tensor(condition, dt.bool_ if not isinstance(condition, TensorBase) else None),
