@@ -20,9 +20,11 @@ import contextvars
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Assumption", "first_broken", "record", "recording"]
+__all__ = ["Assumption", "example_sizes", "examples", "first_broken", "record", "recording"]
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions", default=None)
+# {symbol: size} of the call being captured: what its sizes are in the call the trace runs on
+_EXAMPLES: contextvars.ContextVar = contextvars.ContextVar("ember_size_examples", default=None)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,23 @@ def recording():
         outer = _ACTIVE.get()
         if outer is not None:
             outer.update(found)
+
+
+@contextlib.contextmanager
+def example_sizes(bindings: dict):
+    """Inside the block, `examples` gives ``bindings``: each symbol's size in the call being
+    captured. A question a graph's symbolic sizes cannot answer but any size answers alike
+    (whether a transpose's view is dense, for sizes other than 0 and 1) is asked of these."""
+    token = _EXAMPLES.set(bindings)
+    try:
+        yield
+    finally:
+        _EXAMPLES.reset(token)
+
+
+def examples() -> dict | None:
+    """{symbol: size} of the call being captured (`example_sizes`), or None outside one."""
+    return _EXAMPLES.get()
 
 
 def first_broken(assumptions, bindings: dict) -> Assumption | None:

@@ -37,7 +37,8 @@ from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
 from ..runtime.executors import DEFAULT_EXECUTOR
-from ..symbolic_assumptions import recording
+from ..symbolic import SymDim
+from ..symbolic_assumptions import example_sizes, recording
 from ..tensor import Tensor
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
@@ -120,6 +121,7 @@ def _capture_call(
         else set()
     )
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs, aliased)
+    sizes = _example_sizes(symbolic, leaves) if specs else {}
     for i, s in enumerate(symbolic):
         if i in aliased:
             continue
@@ -137,7 +139,7 @@ def _capture_call(
     python_rng = _python_rng_state()
     location = user_location()
     try:
-        with watching_grad_reads() as grads_read, builder:
+        with watching_grad_reads() as grads_read, builder, example_sizes(sizes):
             out = fn(*call_args, **call_kwargs)
         _warn_python_draws(python_rng, graph_name, location)
         changed = snapshot.changed_groups()
@@ -305,6 +307,17 @@ def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, l
                 feeds.append(ArgGradFeed(i))
         symbolic.append(s)
     return symbolic, feeds, grad_args
+
+
+def _example_sizes(symbolic, leaves) -> dict:
+    """{symbol: size} of this call's arguments, for each symbol a dimension names alone."""
+    sizes = {}
+    for s, t in zip(symbolic, leaves):
+        for d, n in zip(s.shape, t.shape):
+            name = d.symbol() if isinstance(d, SymDim) else None
+            if name is not None:
+                sizes.setdefault(name, int(n))
+    return sizes
 
 
 def _is_detach(t) -> bool:
