@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ShapeError, TraceError, user_location, user_stacklevel
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
-from ..graph.traced_item import close_items, escaped_items
+from ..graph.traced_item import close_items, escaped_items, sizes_as_items
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
@@ -141,6 +141,7 @@ def _capture_call(
     try:
         with watching_grad_reads() as grads_read, builder, example_sizes(sizes):
             out = fn(*call_args, **call_kwargs)
+            out = sizes_as_items(out)  # (symbolic sizes among them: each call's number)
         _warn_python_draws(python_rng, graph_name, location)
         changed = snapshot.changed_groups()
         if changed:
