@@ -470,6 +470,9 @@ class SymDim:
                 return False
             if op == ">" and other <= 0 or op == ">=" and other <= 1:
                 return True
+        decided = assumptions.decide_by_example(self, op, other)
+        if decided is not None:  # (automatic dynamic shapes: a guard, checked on every call)
+            return decided
         raise ShapeError(
             f"cannot decide {self} {op} {other}: the symbolic size has no value while the "
             "graph is built"

@@ -20,22 +20,42 @@ import contextvars
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Assumption", "example_sizes", "examples", "first_broken", "record", "recording"]
+__all__ = [
+    "Assumption",
+    "decide_by_example",
+    "deciding_by_example",
+    "example_sizes",
+    "examples",
+    "first_broken",
+    "record",
+    "recording",
+]
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions", default=None)
 # {symbol: size} of the call being captured: what its sizes are in the call the trace runs on
 _EXAMPLES: contextvars.ContextVar = contextvars.ContextVar("ember_size_examples", default=None)
+# whether a comparison of sizes the symbols' bounds leave open is decided at the examples
+_DECIDING: contextvars.ContextVar = contextvars.ContextVar("ember_size_deciding", default=False)
+_TESTS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 @dataclass(frozen=True)
 class Assumption:
-    """``left * ratio == right`` (``kind == "equal"``) or ``right`` a multiple of ``left``
-    (``kind == "divides"``), for sizes that are ints or SymDims."""
+    """``left * ratio == right`` (``kind == "equal"``), ``right`` a multiple of ``left``
+    (``kind == "divides"``), or ``left op right`` (``kind == "holds"``: a guard, a comparison
+    decided at the captured call's sizes), for sizes that are ints or SymDims."""
 
     kind: str
     left: object
     right: object
     ratio: Fraction = Fraction(1)
+    op: str = ""
 
     def symbols(self) -> set:
         return set().union(*(getattr(v, "symbols", set)() for v in (self.left, self.right)))
@@ -44,9 +64,13 @@ class Assumption:
         left, right = _value(self.left, bindings), _value(self.right, bindings)
         if self.kind == "divides":
             return left != 0 and right % left == 0
+        if self.kind == "holds":
+            return _TESTS[self.op](left, right)
         return left * self.ratio == right
 
     def __str__(self) -> str:
+        if self.kind == "holds":
+            return f"{self.left} {self.op} {self.right}"
         if self.kind == "divides":
             return f"{self.left} divides {self.right}"
         scale = "" if self.ratio == 1 else f"{self.ratio} * "
@@ -54,6 +78,8 @@ class Assumption:
 
     def describe(self, bindings: dict) -> str:
         left, right = _value(self.left, bindings), _value(self.right, bindings)
+        if self.kind == "holds":
+            return f"{self.left} {self.op} {self.right} (here {left} and {right})"
         if self.kind == "divides":
             return f"{self.left} divides {self.right} (here {left} and {right})"
         scale = "" if self.ratio == 1 else f"{self.ratio} * "
@@ -86,6 +112,37 @@ def recording():
         outer = _ACTIVE.get()
         if outer is not None:
             outer.update(found)
+
+
+@contextlib.contextmanager
+def deciding_by_example():
+    """Inside the block, a comparison of sizes that the symbols' bounds leave open (``if
+    x.shape[1] > 16``, ``assert T <= block_size``) is decided at the captured call's sizes and
+    recorded as a guard, which every call of the graph checks (PyTorch's guards on dynamic
+    sizes); outside it, such a comparison raises."""
+    token = _DECIDING.set(True)
+    try:
+        yield
+    finally:
+        _DECIDING.reset(token)
+
+
+def decide_by_example(left, op: str, right) -> bool | None:
+    """``left op right`` at the captured call's sizes, recorded as a guard, where
+    `deciding_by_example` is on and every symbol has an example size; else None."""
+    bindings = _EXAMPLES.get()
+    if not _DECIDING.get() or not bindings:
+        return None
+    try:
+        outcome = _TESTS[op](_value(left, bindings), _value(right, bindings))
+    except KeyError:  # (a symbol of no argument dimension)
+        return None
+    held = op if outcome else _NEGATED[op]
+    found = _ACTIVE.get()
+    if found is not None:
+        key = ("holds", str(left), str(right), held)
+        found.setdefault(key, Assumption("holds", left, right, op=held))
+    return outcome
 
 
 @contextlib.contextmanager

@@ -77,16 +77,37 @@ def test_dynamic_false_traces_every_shape():
     assert f._compiled.automatic is None and f._compiled.function.stats.traces == 3
 
 
-def test_a_size_the_python_branches_on_falls_back_to_static_traces():
+def test_a_size_the_python_branches_on_is_guarded():
     def f(x):
-        if x.shape[1] > 10:  # (undecidable for a symbolic size: static traces instead)
+        if x.shape[1] > 10:  # (decided at the traced call's size: a guard on later calls)
             return x * 3
         return x + 1
 
     c = ember.compile(f)
-    for n, expected in ((5, 2.0), (12, 3.0), (7, 2.0), (30, 3.0)):
+    for n, expected in ((5, 2.0), (12, 3.0), (7, 2.0), (30, 3.0), (9, 2.0), (11, 3.0)):
         assert c(ember.ones(2, n))[0, 0].item() == expected
-    assert c._compiled.automatic.failed
+    auto = c._compiled.automatic
+    assert not auto.failed
+    # the first shape; then n symbolic with n > 10, and with n <= 10
+    assert c._compiled.function.stats.traces == 1
+    assert [f.stats.traces for f in auto.functions.values()] == [1, 1]
+
+
+def test_sizes_that_decide_many_branches_fall_back_to_static_traces():
+    def f(x):
+        n = x.shape[1]
+        for k, threshold in enumerate((8, 16, 24, 32)):
+            if n <= threshold:
+                return x * k
+        return x * 10
+
+    c = ember.compile(f)
+    sizes = (6, 12, 20, 28, 40, 13, 7)
+    for n in sizes:
+        expected = next((k for k, t in enumerate((8, 16, 24, 32)) if n <= t), 10)
+        assert c(ember.ones(2, n))[0, 0].item() == expected
+    auto = c._compiled.automatic
+    assert auto.failed and not auto.functions  # (past MAX_GUARDED: a program per shape)
 
 
 def test_mark_dynamic_and_mark_static_hints():

@@ -16,6 +16,11 @@ from ..symbolic_assumptions import first_broken
 from .call import ArgFeed
 
 
+class SizeGuardError(ShapeError):
+    """A call whose sizes fail a guard of the graph (a comparison the trace decided at its own
+    call's sizes, under automatic dynamic shapes): another trace serves these sizes."""
+
+
 class SizeCheck:
     """The assumptions of one captured call, where each of their symbols is read, and the
     argument dimensions derived from other ones (a signature's ``2*n`` or ``h//2`` beside
@@ -70,7 +75,8 @@ class SizeCheck:
             return
         sizes = ", ".join(f"{n}={bindings[n]}" for n in sorted(broken.symbols()))
         index = self.sources[sorted(broken.symbols())[0]][0]
-        raise ShapeError(
+        error = SizeGuardError if broken.kind == "holds" else ShapeError
+        raise error(
             f"the graph was captured over symbolic sizes assuming "
             f"{broken.describe(bindings)}, which these sizes ({sizes}; argument {index} has "
             f"shape {tuple(leaves[index].shape)}) break; the model needs sizes for which that "
