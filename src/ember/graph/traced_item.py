@@ -432,11 +432,11 @@ def sizes_as_items(results):
 
         return TracedItem(to_tensor(results))
     if isinstance(results, (tuple, list)):
-        items = [
-            sizes_as_items(r)
-            for r in (tuple.__iter__ if isinstance(results, tuple) else list.__iter__)(results)
-        ]
-        if all(a is b for a, b in zip(items, results)):
+        # (a tuple's own items: a subclass may iterate as something else, a RaggedTensor
+        # over its rows)
+        own = list((tuple.__iter__ if isinstance(results, tuple) else list.__iter__)(results))
+        items = [sizes_as_items(r) for r in own]
+        if all(a is b for a, b in zip(items, own)):
             return results
         kind = type(results)
         return kind(*items) if hasattr(kind, "_fields") else kind(items)
