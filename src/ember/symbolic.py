@@ -376,6 +376,9 @@ class SymDim:
         if not all(c % k == 0 for _, c in self._aligned()):
             return False
         if not all(c % k == 0 for _, c in self._terms):
+            at_example = assumptions.example_value(self)
+            if at_example is not None and at_example % k:
+                return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("divides", k, self)
         return True
 
@@ -386,6 +389,10 @@ class SymDim:
         if isinstance(other, int) and other > 0:
             if self._aligned_multiple(other):
                 return 0
+            if assumptions.example_value(self) is not None:
+                # (automatic dynamic shapes, at sizes it does not divide: the remainder as
+                # a size, exact at every size, as PyTorch's symbolic Mod)
+                return self - other * (self // other)
         elif isinstance(other, SymDim) and self._divide_exactly(other) is not None:
             return 0
         raise ShapeError(f"cannot tell whether {other} divides the symbolic size {self}")

@@ -25,6 +25,7 @@ __all__ = [
     "decide_by_example",
     "deciding_by_example",
     "example_sizes",
+    "example_value",
     "examples",
     "first_broken",
     "record",
@@ -155,6 +156,18 @@ def example_sizes(bindings: dict):
         yield
     finally:
         _EXAMPLES.reset(token)
+
+
+def example_value(size) -> int | None:
+    """``size`` at the captured call's sizes where `deciding_by_example` is on and each of its
+    symbols has one; else None."""
+    bindings = _EXAMPLES.get()
+    if not _DECIDING.get() or not bindings:
+        return None
+    try:
+        return _value(size, bindings)
+    except KeyError:
+        return None
 
 
 def examples() -> dict | None:

@@ -17,8 +17,10 @@ from .call import ArgFeed
 
 
 class SizeGuardError(ShapeError):
-    """A call whose sizes fail a guard of the graph (a comparison the trace decided at its own
-    call's sizes, under automatic dynamic shapes): another trace serves these sizes."""
+    """A call whose sizes break what the graph was captured assuming (an equality of aligned
+    sizes, or a comparison the trace decided at its own call's sizes under automatic dynamic
+    shapes): automatic dynamic shapes trace again for these sizes; anyone else sees the
+    ShapeError it is."""
 
 
 class SizeCheck:
@@ -75,8 +77,7 @@ class SizeCheck:
             return
         sizes = ", ".join(f"{n}={bindings[n]}" for n in sorted(broken.symbols()))
         index = self.sources[sorted(broken.symbols())[0]][0]
-        error = SizeGuardError if broken.kind == "holds" else ShapeError
-        raise error(
+        raise SizeGuardError(
             f"the graph was captured over symbolic sizes assuming "
             f"{broken.describe(bindings)}, which these sizes ({sizes}; argument {index} has "
             f"shape {tuple(leaves[index].shape)}) break; the model needs sizes for which that "
