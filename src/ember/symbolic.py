@@ -343,6 +343,8 @@ class SymDim:
             return None
         scaled_mine = {m: c * r.denominator for m, c in self._terms}
         if relied_on and scaled_mine != {m: c * r.numerator for m, c in other._terms}:
+            if not _agree_at_example(self, other, r):
+                return None  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", other, self, r)  # (the ratio for aligned sizes only)
         return r
 
@@ -446,6 +448,8 @@ class SymDim:
                 return True
             if self._aligned() != other._aligned():
                 return False
+            if not _agree_at_example(self, other):
+                return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", self, other)  # (equal for aligned sizes only)
             return True
         return False  # never equal to a concrete size (in particular, never 1)
@@ -582,6 +586,13 @@ class SymDim:
                 raise ValueError("symbol powers must be whole numbers from 1 to 64")
             powers[name] = p
         return _make({tuple(sorted(powers.items())): coefficient})
+
+
+def _agree_at_example(size, other, ratio: Fraction = Fraction(1)) -> bool:
+    """Whether ``size == ratio * other`` at the captured call's sizes, where automatic dynamic
+    shapes decide by them (symbolic_assumptions.py); True where they do not."""
+    mine, theirs = assumptions.example_value(size), assumptions.example_value(other)
+    return mine is None or theirs is None or mine == ratio * theirs
 
 
 _TESTS = {

@@ -2,7 +2,8 @@
 (``pad = (window - T % window) % window``) after a strided convolution (dyn57), run on PyTorch
 (its eager backend) and on ember (automatic dynamic shapes). The symbolic trace at an even
 length takes ``T % 4 == 0`` as an assumption of aligned sizes; a later odd length breaks it,
-which must send that call to another trace (ember raised the size check's ShapeError)."""
+which must send that call to another trace (ember raised the size check's ShapeError), traced
+at that length with ``T % 4`` and the padding as sizes the graph computes."""
 
 import numpy as np
 
@@ -43,6 +44,13 @@ def padded_windows_audio(torch, ctx):
         loss.backward()
         opt.step()
         out += [loss, steps]
+    if not ctx.is_torch:
+        c = compiled.__dict__["_compiled"]
+        auto = c.automatic
+        traces = (c.function.stats.traces, [f.stats.traces for f in auto.functions.values()])
+        # the first length; T symbolic where 4 divides it, then T symbolic at an odd length
+        # (the pad a size the graph computes), which serves the rest
+        assert not auto.failed and traces == (1, [1, 1]), traces
     return out, model.bn.running_var, [p.detach() for p in model.parameters()]
 
 

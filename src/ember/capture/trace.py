@@ -65,7 +65,9 @@ def capture_call(fn, args, kwargs, **options) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (`_capture_call`), recording
     the size equalities the trace and the passes took for symbolic sizes, which every call of
     the result then checks (capture/size_checks.py)."""
-    with recording() as assumed:
+    # (each symbol's size in this call: what the trace and the passes may ask of it)
+    sizes = _example_sizes(options.get("specs"), options["leaves"], options["names"])
+    with recording() as assumed, example_sizes(sizes):
         compiled = _capture_call(fn, args, kwargs, **options)
     check = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
     if check.needed:
@@ -121,7 +123,6 @@ def _capture_call(
         else set()
     )
     symbolic, arg_feeds, grad_args = _argument_inputs(builder, leaves, names, specs, aliased)
-    sizes = _example_sizes(symbolic, leaves) if specs else {}
     for i, s in enumerate(symbolic):
         if i in aliased:
             continue
@@ -139,7 +140,7 @@ def _capture_call(
     python_rng = _python_rng_state()
     location = user_location()
     try:
-        with watching_grad_reads() as grads_read, builder, example_sizes(sizes):
+        with watching_grad_reads() as grads_read, builder:
             out = fn(*call_args, **call_kwargs)
             out = sizes_as_items(out)  # (symbolic sizes among them: each call's number)
         _warn_python_draws(python_rng, graph_name, location)
@@ -310,14 +311,14 @@ def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, l
     return symbolic, feeds, grad_args
 
 
-def _example_sizes(symbolic, leaves) -> dict:
+def _example_sizes(specs, leaves, names) -> dict:
     """{symbol: size} of this call's arguments, for each symbol a dimension names alone."""
-    sizes = {}
-    for s, t in zip(symbolic, leaves):
-        for d, n in zip(s.shape, t.shape):
-            name = d.symbol() if isinstance(d, SymDim) else None
-            if name is not None:
-                sizes.setdefault(name, int(n))
+    sizes: dict = {}
+    for spec, t, name in zip(specs or (), leaves, names):
+        for d, n in zip(spec.symbolic_shape(name), t.shape):
+            symbol = d.symbol() if isinstance(d, SymDim) else None
+            if symbol is not None:
+                sizes.setdefault(symbol, int(n))
     return sizes
 
 
