@@ -171,3 +171,28 @@ def test_a_size_stored_in_python_state_keeps_static_traces_and_counts_once():
         assert m.cache["last"] == n and isinstance(m.cache["last"], int)
     assert m.calls == 3  # (the refused symbolic trace's increment undone)
     assert c._compiled.automatic.failed
+
+
+def test_a_size_stored_in_a_module_attribute_is_set_by_every_call():
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.seq_len = x.size(1)  # (read by the caller after each call, as eagerly)
+            self.last_shape = x.shape
+            return self.lin(x).sum(1)
+
+    m = Encoder()
+    c = ember.compile(m)
+    for t in (4, 6, 4, 9, 6):
+        x = ember.randn(2, t, 3)
+        got, want = c(x).detach().numpy(), m.lin(x).sum(1).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert m.seq_len == t and type(m.seq_len) is int
+        assert m.last_shape == (2, t, 3) and type(m.last_shape) is ember.Size
+    auto = c._compiled.automatic
+    assert not auto.failed and c._compiled.function.stats.traces == 1
+    # (the symbolic program serves the first length too once it exists: it sets the sizes)
+    assert [f.stats.traces for f in auto.functions.values()] == [1]

@@ -26,8 +26,12 @@ x.shape[1] > 16``) is decided at the traced call's own sizes and kept as a guard
 (symbolic_assumptions.py ``deciding_by_example``), which every call checks: a call that fails
 one (`SizeGuardError`) is served by another symbolic trace of the same signature, up to
 `MAX_GUARDED` of them, as PyTorch recompiles on a failed guard. A symbolic trace that fails
-(a size read as a Python number: ``range(T)``, ``int(T)``; a size stored in Python state), or
+(a size read as a Python number: ``range(T)``, ``int(T)``; a size kept in a dict, a list or a
+global), or
 guards past that many, sends every call to the static function from then on.
+Once a structure's dimensions have varied, a call with its first shapes goes to the symbolic
+program that takes them where one exists (PyTorch's newest graph serves them too), so what
+that program replays each call (a module attribute set to a size) is set for them as well.
 """
 
 from __future__ import annotations
@@ -149,7 +153,8 @@ class AutomaticDynamic:
                 plain = not kwargs and all(isinstance(a, Tensor) for a in args)
                 if plain and not seen.hinted:
                     self.fast = tuple((a._data.shape, a._data.dtype) for a in args)
-        elif shapes == seen.first and not seen.hinted:
+        first = shapes == seen.first and not seen.hinted
+        if first and not any(seen.varying):
             return None  # (the structure's first shapes: its static program)
         changed = [
             {d for d, (a, b) in enumerate(zip(shape, before)) if a != b}
@@ -164,6 +169,7 @@ class AutomaticDynamic:
             varying.update(dims)
         if not any(seen.varying):
             return None
+        self.fast = None  # (the first shapes too may now go to a symbolic program)
         # a symbol per distinct size among the varying dimensions: sizes equal in this call
         # (a batch of ids and its attention mask) are one symbol, so the trace may combine
         # them; a call where they differ has other specs, and its own trace
@@ -178,4 +184,8 @@ class AutomaticDynamic:
             )
             for varying, (shape, dtype) in zip(seen.varying, shapes)
         )
+        if first and specs not in self.functions:
+            return None  # (no symbolic program takes them: the static one, no new trace)
+        # (else the symbolic program serves the first shapes too, as PyTorch's newest graph
+        # does: its Python's size stores, self.seq_len = T, are replayed at every call)
         return specs

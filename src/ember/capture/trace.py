@@ -70,6 +70,8 @@ def capture_call(fn, args, kwargs, **options) -> GraphFunction:
     with recording() as assumed, example_sizes(sizes):
         compiled = _capture_call(fn, args, kwargs, **options)
     check = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
+    check.stored = compiled.stored_sizes
+    check.store(sizes)  # (the trace left the symbols there: this call's sizes instead)
     if check.needed:
         compiled.check_sizes = check
     return compiled
@@ -182,6 +184,7 @@ def _capture_call(
                 "trace with static sizes there",
                 op="function",
             )
+        stored_sizes = snapshot.stored_attribute_sizes()
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
@@ -250,6 +253,7 @@ def _capture_call(
         for t in builder.value_reads
         if id(t) in builder.capture_names
     }
+    compiled.stored_sizes = stored_sizes
     end = _traced_bytes()
     if start is not None and end is not None:
         compiled.compiled_bytes = max(end - start, 0)
