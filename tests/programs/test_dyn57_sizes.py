@@ -1,7 +1,8 @@
 """torch.compile'd programs whose sizes vary between calls and that use those sizes as numbers
 (dyn57), run on PyTorch (its eager backend) and on ember (automatic dynamic shapes): sizes
 returned (``a.shape[0] + b.shape[0]``, ``x.shape``), made tensors (``torch.tensor(T)``,
-``torch.full((), T)``) and taken in dicts, tuples and keyword arguments. Under a symbolic size
+``torch.full((), T)``), stored in a module attribute (``self.last_len``), with tensors taken in
+dicts, tuples and keyword arguments. Under a symbolic size
 each call must give its own number, not the trace's symbol, and the symbolic trace must hold."""
 
 import numpy as np
@@ -78,9 +79,47 @@ def sizes_made_tensors(torch, ctx):
     return out
 
 
+def keyword_masks_and_a_stored_length(torch, ctx):
+    nn = torch.nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(6, 10)
+            self.norm = nn.LayerNorm(10)
+
+        def forward(self, x, *, mask=None, extra=None):
+            self.last_len = x.shape[1]
+            h = self.norm(self.proj(x))
+            if mask is not None:
+                h = h.masked_fill(~mask.unsqueeze(-1), 0.0)
+            out = {"pooled": h.sum(1) / mask.sum(1, keepdim=True), "seq": h}
+            if extra is not None:
+                out["extra"] = (extra * 2, h.max(dim=1).values)
+            return out
+
+    model = ctx.init(Encoder())
+    compiled = _compile(torch, ctx, model)
+    rng = np.random.default_rng(11)
+    out = []
+    for T in [5, 7, 5, 12, 7]:
+        x = ctx.t(rng.standard_normal((3, T, 6)).astype(np.float32))
+        mask = ctx.t(rng.random((3, T)) > 0.2)
+        mask[:, 0] = True
+        got = compiled(x, mask=mask, extra=ctx.t(np.ones((3, T), np.float32)))
+        out += [got["pooled"], got["seq"], *got["extra"], model.last_len]
+    if not ctx.is_torch:
+        assert _traces(compiled) == (1, 1, False), _traces(compiled)
+    return out
+
+
 def test_sizes_returned_from_nested_arguments():
     check_program(sizes_returned_from_nested_arguments)
 
 
 def test_sizes_made_tensors():
     check_program(sizes_made_tensors)
+
+
+def test_keyword_masks_and_a_stored_length():
+    check_program(keyword_masks_and_a_stored_length)
