@@ -452,6 +452,12 @@ class SymDim:
                 return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", self, other)  # (equal for aligned sizes only)
             return True
+        if isinstance(other, int) and not isinstance(other, bool) and other > 1:
+            # (``if x.size(1) == 16``: under automatic dynamic shapes, decided at the traced
+            # call's sizes and kept as a guard; 0 and 1 are never symbolic sizes)
+            decided = assumptions.decide_by_example(self, "==", other)
+            if decided is not None:
+                return decided
         return False  # never equal to a concrete size (in particular, never 1)
 
     def __ne__(self, other) -> bool:

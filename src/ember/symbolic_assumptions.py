@@ -42,8 +42,10 @@ _TESTS = {
     "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
 }
-_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 @dataclass(frozen=True)

@@ -196,3 +196,17 @@ def test_a_size_stored_in_a_module_attribute_is_set_by_every_call():
     assert not auto.failed and c._compiled.function.stats.traces == 1
     # (the symbolic program serves the first length too once it exists: it sets the sizes)
     assert [f.stats.traces for f in auto.functions.values()] == [1]
+
+
+def test_a_size_compared_equal_to_a_number_is_guarded():
+    def f(x):
+        if x.shape[1] == 8:  # (False at the symbolic trace's size: a guard, not a constant)
+            return x * 2
+        return x + 1
+
+    c = ember.compile(f)
+    for n in (5, 6, 8, 7, 8, 9):
+        assert c(ember.full((2, n), 3.0))[0, 0].item() == (6.0 if n == 8 else 4.0)
+    auto = c._compiled.automatic
+    assert not auto.failed
+    assert [f.stats.traces for f in auto.functions.values()] == [1, 1]
