@@ -30,6 +30,7 @@ runs on, meet the concrete sizes):
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 from . import symbolic_assumptions as assumptions
@@ -452,9 +453,10 @@ class SymDim:
                 return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", self, other)  # (equal for aligned sizes only)
             return True
-        if isinstance(other, int) and not isinstance(other, bool) and other > 1:
-            # (``if x.size(1) == 16``: under automatic dynamic shapes, decided at the traced
-            # call's sizes and kept as a guard; 0 and 1 are never symbolic sizes)
+        if isinstance(other, int) and not isinstance(other, bool) and other > 1 and _user_caller():
+            # (the user's ``if x.size(1) == 16``: under automatic dynamic shapes, decided at the
+            # traced call's sizes and kept as a guard; 0 and 1 are never symbolic sizes. ember's
+            # own shape rules keep "never equal": a guard there would mix 16 with the symbol)
             decided = assumptions.decide_by_example(self, "==", other)
             if decided is not None:
                 return decided
@@ -592,6 +594,15 @@ class SymDim:
                 raise ValueError("symbol powers must be whole numbers from 1 to 64")
             powers[name] = p
         return _make({tuple(sorted(powers.items())): coefficient})
+
+
+def _user_caller() -> bool:
+    """Whether SymDim.__eq__ was called from code outside ember (the user's program)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # (through __ne__)
+    caller = "" if frame is None else frame.f_globals.get("__name__", "")
+    return caller != "ember" and not caller.startswith("ember.")
 
 
 def _agree_at_example(size, other, ratio: Fraction = Fraction(1)) -> bool:

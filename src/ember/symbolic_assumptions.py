@@ -30,6 +30,7 @@ __all__ = [
     "first_broken",
     "record",
     "recording",
+    "tracing_user_code",
 ]
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions", default=None)
@@ -37,6 +38,9 @@ _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions
 _EXAMPLES: contextvars.ContextVar = contextvars.ContextVar("ember_size_examples", default=None)
 # whether a comparison of sizes the symbols' bounds leave open is decided at the examples
 _DECIDING: contextvars.ContextVar = contextvars.ContextVar("ember_size_deciding", default=False)
+# whether the user's own Python is being traced (not the passes after it, whose choices by size
+# must not become guards that retrace)
+_USER: contextvars.ContextVar = contextvars.ContextVar("ember_size_user_trace", default=False)
 _TESTS = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
@@ -134,7 +138,7 @@ def decide_by_example(left, op: str, right) -> bool | None:
     """``left op right`` at the captured call's sizes, recorded as a guard, where
     `deciding_by_example` is on and every symbol has an example size; else None."""
     bindings = _EXAMPLES.get()
-    if not _DECIDING.get() or not bindings:
+    if not _DECIDING.get() or not _USER.get() or not bindings:
         return None
     try:
         outcome = _TESTS[op](_value(left, bindings), _value(right, bindings))
@@ -146,6 +150,17 @@ def decide_by_example(left, op: str, right) -> bool | None:
         key = ("holds", str(left), str(right), held)
         found.setdefault(key, Assumption("holds", left, right, op=held))
     return outcome
+
+
+@contextlib.contextmanager
+def tracing_user_code():
+    """Inside the block the traced function's own Python runs: only its comparisons of sizes
+    become guards (`decide_by_example`), not those of the passes that compile its graph."""
+    token = _USER.set(True)
+    try:
+        yield
+    finally:
+        _USER.reset(token)
 
 
 @contextlib.contextmanager

@@ -210,3 +210,12 @@ def test_a_size_compared_equal_to_a_number_is_guarded():
     auto = c._compiled.automatic
     assert not auto.failed
     assert [f.stats.traces for f in auto.functions.values()] == [1, 1]
+
+    def g(x):  # (through __ne__, and `in`)
+        if x.shape[1] != 8 and x.shape[1] not in (9, 10):
+            return x + 1
+        return x * 2
+
+    c = ember.compile(g)
+    for n in (5, 6, 8, 7, 9, 11):
+        assert c(ember.full((2, n), 3.0))[0, 0].item() == (6.0 if n in (8, 9, 10) else 4.0)

@@ -38,7 +38,7 @@ from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
 from ..runtime.executors import DEFAULT_EXECUTOR
 from ..symbolic import SymDim
-from ..symbolic_assumptions import example_sizes, recording
+from ..symbolic_assumptions import example_sizes, recording, tracing_user_code
 from ..tensor import Tensor
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
@@ -142,7 +142,7 @@ def _capture_call(
     python_rng = _python_rng_state()
     location = user_location()
     try:
-        with watching_grad_reads() as grads_read, builder:
+        with watching_grad_reads() as grads_read, builder, tracing_user_code():
             out = fn(*call_args, **call_kwargs)
             out = sizes_as_items(out)  # (symbolic sizes among them: each call's number)
         _warn_python_draws(python_rng, graph_name, location)
