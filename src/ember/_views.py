@@ -32,6 +32,8 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import AutogradError, TraceError
 from .ops import _registry as _reg
+from .symbolic import SymDim
+from .symbolic_assumptions import examples
 
 # the chain of a piece of a multi-output op (split): such a view cannot be written in place
 # while gradients are recorded, and is never replayed
@@ -105,7 +107,15 @@ def _positions(shape, chain, is_complex=False, numbers=None):
     being no scatter of whole elements."""
     if numbers is None:  # (given: the base's own positions, a view of a split's input)
         if not all(isinstance(d, (int, np.integer)) for d in shape):
-            return None
+            # symbolic sizes: the layout at the captured call's sizes, which is the layout
+            # at any sizes but 0 and 1 (those automatic dynamic shapes keep static)
+            bindings = examples()
+            shape = _at_sizes(shape, bindings)
+            if shape is None:
+                return None
+            chain = [(op, _at_sizes(attrs, bindings)) for op, attrs in chain]
+            if any(attrs is None for _, attrs in chain):
+                return None
         numbers = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
     if is_complex:
         numbers = numbers * (1 + 1j)
@@ -129,6 +139,30 @@ def _positions(shape, chain, is_complex=False, numbers=None):
             )
         return np.asarray(current).real.astype(np.int64)
     return np.asarray(current)
+
+
+def _at_sizes(value, bindings):
+    """``value`` (a shape, a view's attributes) with its symbolic sizes evaluated at
+    ``bindings``; None where a symbol has no size there."""
+    if isinstance(value, SymDim):
+        return value.evaluate(bindings) if bindings and value.symbols() <= bindings.keys() else None
+    if isinstance(value, (tuple, list)):
+        items = [_at_sizes(v, bindings) for v in value]
+        if any(i is None and v is not None for i, v in zip(items, value)):
+            return None
+        return type(value)(items) if type(value) in (tuple, list) else tuple(items)
+    if isinstance(value, slice):
+        parts = [_at_sizes(v, bindings) for v in (value.start, value.stop, value.step)]
+        given = (value.start, value.stop, value.step)
+        if any(p is None and v is not None for p, v in zip(parts, given)):
+            return None
+        return slice(*parts)
+    if isinstance(value, dict):
+        items = {k: _at_sizes(v, bindings) for k, v in value.items()}
+        if any(items[k] is None and v is not None for k, v in value.items()):
+            return None
+        return items
+    return value
 
 
 def dense(t) -> bool:

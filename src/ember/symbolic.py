@@ -30,6 +30,7 @@ runs on, meet the concrete sizes):
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 from . import symbolic_assumptions as assumptions
@@ -343,6 +344,8 @@ class SymDim:
             return None
         scaled_mine = {m: c * r.denominator for m, c in self._terms}
         if relied_on and scaled_mine != {m: c * r.numerator for m, c in other._terms}:
+            if not _agree_at_example(self, other, r):
+                return None  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", other, self, r)  # (the ratio for aligned sizes only)
         return r
 
@@ -376,6 +379,9 @@ class SymDim:
         if not all(c % k == 0 for _, c in self._aligned()):
             return False
         if not all(c % k == 0 for _, c in self._terms):
+            at_example = assumptions.example_value(self)
+            if at_example is not None and at_example % k:
+                return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("divides", k, self)
         return True
 
@@ -386,6 +392,10 @@ class SymDim:
         if isinstance(other, int) and other > 0:
             if self._aligned_multiple(other):
                 return 0
+            if assumptions.example_value(self) is not None:
+                # (automatic dynamic shapes, at sizes it does not divide: the remainder as
+                # a size, exact at every size, as PyTorch's symbolic Mod)
+                return self - other * (self // other)
         elif isinstance(other, SymDim) and self._divide_exactly(other) is not None:
             return 0
         raise ShapeError(f"cannot tell whether {other} divides the symbolic size {self}")
@@ -439,8 +449,17 @@ class SymDim:
                 return True
             if self._aligned() != other._aligned():
                 return False
+            if not _agree_at_example(self, other):
+                return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", self, other)  # (equal for aligned sizes only)
             return True
+        if isinstance(other, int) and not isinstance(other, bool) and other > 1 and _user_caller():
+            # (the user's ``if x.size(1) == 16``: under automatic dynamic shapes, decided at the
+            # traced call's sizes and kept as a guard; 0 and 1 are never symbolic sizes. ember's
+            # own shape rules keep "never equal": a guard there would mix 16 with the symbol)
+            decided = assumptions.decide_by_example(self, "==", other)
+            if decided is not None:
+                return decided
         return False  # never equal to a concrete size (in particular, never 1)
 
     def __ne__(self, other) -> bool:
@@ -470,6 +489,9 @@ class SymDim:
                 return False
             if op == ">" and other <= 0 or op == ">=" and other <= 1:
                 return True
+        decided = assumptions.decide_by_example(self, op, other)
+        if decided is not None:  # (automatic dynamic shapes: a guard, checked on every call)
+            return decided
         raise ShapeError(
             f"cannot decide {self} {op} {other}: the symbolic size has no value while the "
             "graph is built"
@@ -572,6 +594,22 @@ class SymDim:
                 raise ValueError("symbol powers must be whole numbers from 1 to 64")
             powers[name] = p
         return _make({tuple(sorted(powers.items())): coefficient})
+
+
+def _user_caller() -> bool:
+    """Whether SymDim.__eq__ was called from code outside ember (the user's program)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # (through __ne__)
+    caller = "" if frame is None else frame.f_globals.get("__name__", "")
+    return caller != "ember" and not caller.startswith("ember.")
+
+
+def _agree_at_example(size, other, ratio: Fraction = Fraction(1)) -> bool:
+    """Whether ``size == ratio * other`` at the captured call's sizes, where automatic dynamic
+    shapes decide by them (symbolic_assumptions.py); True where they do not."""
+    mine, theirs = assumptions.example_value(size), assumptions.example_value(other)
+    return mine is None or theirs is None or mine == ratio * theirs
 
 
 _TESTS = {

@@ -20,20 +20,49 @@ import contextvars
 from dataclasses import dataclass
 from fractions import Fraction
 
-__all__ = ["Assumption", "first_broken", "record", "recording"]
+__all__ = [
+    "Assumption",
+    "decide_by_example",
+    "deciding_by_example",
+    "example_sizes",
+    "example_value",
+    "examples",
+    "first_broken",
+    "record",
+    "recording",
+    "tracing_user_code",
+]
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("ember_size_assumptions", default=None)
+# {symbol: size} of the call being captured: what its sizes are in the call the trace runs on
+_EXAMPLES: contextvars.ContextVar = contextvars.ContextVar("ember_size_examples", default=None)
+# whether a comparison of sizes the symbols' bounds leave open is decided at the examples
+_DECIDING: contextvars.ContextVar = contextvars.ContextVar("ember_size_deciding", default=False)
+# whether the user's own Python is being traced (not the passes after it, whose choices by size
+# must not become guards that retrace)
+_USER: contextvars.ContextVar = contextvars.ContextVar("ember_size_user_trace", default=False)
+_TESTS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 @dataclass(frozen=True)
 class Assumption:
-    """``left * ratio == right`` (``kind == "equal"``) or ``right`` a multiple of ``left``
-    (``kind == "divides"``), for sizes that are ints or SymDims."""
+    """``left * ratio == right`` (``kind == "equal"``), ``right`` a multiple of ``left``
+    (``kind == "divides"``), or ``left op right`` (``kind == "holds"``: a guard, a comparison
+    decided at the captured call's sizes), for sizes that are ints or SymDims."""
 
     kind: str
     left: object
     right: object
     ratio: Fraction = Fraction(1)
+    op: str = ""
 
     def symbols(self) -> set:
         return set().union(*(getattr(v, "symbols", set)() for v in (self.left, self.right)))
@@ -42,9 +71,13 @@ class Assumption:
         left, right = _value(self.left, bindings), _value(self.right, bindings)
         if self.kind == "divides":
             return left != 0 and right % left == 0
+        if self.kind == "holds":
+            return _TESTS[self.op](left, right)
         return left * self.ratio == right
 
     def __str__(self) -> str:
+        if self.kind == "holds":
+            return f"{self.left} {self.op} {self.right}"
         if self.kind == "divides":
             return f"{self.left} divides {self.right}"
         scale = "" if self.ratio == 1 else f"{self.ratio} * "
@@ -52,6 +85,8 @@ class Assumption:
 
     def describe(self, bindings: dict) -> str:
         left, right = _value(self.left, bindings), _value(self.right, bindings)
+        if self.kind == "holds":
+            return f"{self.left} {self.op} {self.right} (here {left} and {right})"
         if self.kind == "divides":
             return f"{self.left} divides {self.right} (here {left} and {right})"
         scale = "" if self.ratio == 1 else f"{self.ratio} * "
@@ -84,6 +119,77 @@ def recording():
         outer = _ACTIVE.get()
         if outer is not None:
             outer.update(found)
+
+
+@contextlib.contextmanager
+def deciding_by_example():
+    """Inside the block, a comparison of sizes that the symbols' bounds leave open (``if
+    x.shape[1] > 16``, ``assert T <= block_size``) is decided at the captured call's sizes and
+    recorded as a guard, which every call of the graph checks (PyTorch's guards on dynamic
+    sizes); outside it, such a comparison raises."""
+    token = _DECIDING.set(True)
+    try:
+        yield
+    finally:
+        _DECIDING.reset(token)
+
+
+def decide_by_example(left, op: str, right) -> bool | None:
+    """``left op right`` at the captured call's sizes, recorded as a guard, where
+    `deciding_by_example` is on and every symbol has an example size; else None."""
+    bindings = _EXAMPLES.get()
+    if not _DECIDING.get() or not _USER.get() or not bindings:
+        return None
+    try:
+        outcome = _TESTS[op](_value(left, bindings), _value(right, bindings))
+    except KeyError:  # (a symbol of no argument dimension)
+        return None
+    held = op if outcome else _NEGATED[op]
+    found = _ACTIVE.get()
+    if found is not None:
+        key = ("holds", str(left), str(right), held)
+        found.setdefault(key, Assumption("holds", left, right, op=held))
+    return outcome
+
+
+@contextlib.contextmanager
+def tracing_user_code():
+    """Inside the block the traced function's own Python runs: only its comparisons of sizes
+    become guards (`decide_by_example`), not those of the passes that compile its graph."""
+    token = _USER.set(True)
+    try:
+        yield
+    finally:
+        _USER.reset(token)
+
+
+@contextlib.contextmanager
+def example_sizes(bindings: dict):
+    """Inside the block, `examples` gives ``bindings``: each symbol's size in the call being
+    captured. A question a graph's symbolic sizes cannot answer but any size answers alike
+    (whether a transpose's view is dense, for sizes other than 0 and 1) is asked of these."""
+    token = _EXAMPLES.set(bindings)
+    try:
+        yield
+    finally:
+        _EXAMPLES.reset(token)
+
+
+def example_value(size) -> int | None:
+    """``size`` at the captured call's sizes where `deciding_by_example` is on and each of its
+    symbols has one; else None."""
+    bindings = _EXAMPLES.get()
+    if not _DECIDING.get() or not bindings:
+        return None
+    try:
+        return _value(size, bindings)
+    except KeyError:
+        return None
+
+
+def examples() -> dict | None:
+    """{symbol: size} of the call being captured (`example_sizes`), or None outside one."""
+    return _EXAMPLES.get()
 
 
 def first_broken(assumptions, bindings: dict) -> Assumption | None:

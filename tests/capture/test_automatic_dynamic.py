@@ -77,16 +77,37 @@ def test_dynamic_false_traces_every_shape():
     assert f._compiled.automatic is None and f._compiled.function.stats.traces == 3
 
 
-def test_a_size_the_python_branches_on_falls_back_to_static_traces():
+def test_a_size_the_python_branches_on_is_guarded():
     def f(x):
-        if x.shape[1] > 10:  # (undecidable for a symbolic size: static traces instead)
+        if x.shape[1] > 10:  # (decided at the traced call's size: a guard on later calls)
             return x * 3
         return x + 1
 
     c = ember.compile(f)
-    for n, expected in ((5, 2.0), (12, 3.0), (7, 2.0), (30, 3.0)):
+    for n, expected in ((5, 2.0), (12, 3.0), (7, 2.0), (30, 3.0), (9, 2.0), (11, 3.0)):
         assert c(ember.ones(2, n))[0, 0].item() == expected
-    assert c._compiled.automatic.failed
+    auto = c._compiled.automatic
+    assert not auto.failed
+    # the first shape; then n symbolic with n > 10, and with n <= 10
+    assert c._compiled.function.stats.traces == 1
+    assert [f.stats.traces for f in auto.functions.values()] == [1, 1]
+
+
+def test_sizes_that_decide_many_branches_fall_back_to_static_traces():
+    def f(x):
+        n = x.shape[1]
+        for k, threshold in enumerate((8, 16, 24, 32)):
+            if n <= threshold:
+                return x * k
+        return x * 10
+
+    c = ember.compile(f)
+    sizes = (6, 12, 20, 28, 40, 13, 7)
+    for n in sizes:
+        expected = next((k for k, t in enumerate((8, 16, 24, 32)) if n <= t), 10)
+        assert c(ember.ones(2, n))[0, 0].item() == expected
+    auto = c._compiled.automatic
+    assert auto.failed and not auto.functions  # (past MAX_GUARDED: a program per shape)
 
 
 def test_mark_dynamic_and_mark_static_hints():
@@ -150,3 +171,51 @@ def test_a_size_stored_in_python_state_keeps_static_traces_and_counts_once():
         assert m.cache["last"] == n and isinstance(m.cache["last"], int)
     assert m.calls == 3  # (the refused symbolic trace's increment undone)
     assert c._compiled.automatic.failed
+
+
+def test_a_size_stored_in_a_module_attribute_is_set_by_every_call():
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.seq_len = x.size(1)  # (read by the caller after each call, as eagerly)
+            self.last_shape = x.shape
+            return self.lin(x).sum(1)
+
+    m = Encoder()
+    c = ember.compile(m)
+    for t in (4, 6, 4, 9, 6):
+        x = ember.randn(2, t, 3)
+        got, want = c(x).detach().numpy(), m.lin(x).sum(1).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert m.seq_len == t and type(m.seq_len) is int
+        assert m.last_shape == (2, t, 3) and type(m.last_shape) is ember.Size
+    auto = c._compiled.automatic
+    assert not auto.failed and c._compiled.function.stats.traces == 1
+    # (the symbolic program serves the first length too once it exists: it sets the sizes)
+    assert [f.stats.traces for f in auto.functions.values()] == [1]
+
+
+def test_a_size_compared_equal_to_a_number_is_guarded():
+    def f(x):
+        if x.shape[1] == 8:  # (False at the symbolic trace's size: a guard, not a constant)
+            return x * 2
+        return x + 1
+
+    c = ember.compile(f)
+    for n in (5, 6, 8, 7, 8, 9):
+        assert c(ember.full((2, n), 3.0))[0, 0].item() == (6.0 if n == 8 else 4.0)
+    auto = c._compiled.automatic
+    assert not auto.failed
+    assert [f.stats.traces for f in auto.functions.values()] == [1, 1]
+
+    def g(x):  # (through __ne__, and `in`)
+        if x.shape[1] != 8 and x.shape[1] not in (9, 10):
+            return x + 1
+        return x * 2
+
+    c = ember.compile(g)
+    for n in (5, 6, 8, 7, 9, 11):
+        assert c(ember.full((2, n), 3.0))[0, 0].item() == (6.0 if n in (8, 9, 10) else 4.0)

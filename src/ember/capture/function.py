@@ -45,7 +45,10 @@ and the trace runs again with the value known, so each distinct value gets its o
 torch.compile specializes), and a changed value retraces rather than reusing a wrong graph.
 
 Python side effects other than those on tensors, gradients and optimizer state (printing,
-appending to a list, a scheduler's step) happen once, while tracing: call them outside.
+appending to a list, a scheduler's step) happen once, while tracing: call them outside. A
+module attribute set to a symbolic size (``self.seq_len = x.size(1)`` under an input
+signature's ``None`` dimension) is set to each call's size (capture/size_checks.py); a symbolic
+size kept anywhere else refuses the trace.
 """
 
 from __future__ import annotations

@@ -200,6 +200,9 @@ class GraphFunction:
         # the size equalities a trace over symbolic sizes took (a SizeCheck, set by
         # capture/trace.py), checked on every call; None where it took none
         self.check_sizes = None
+        # (module, attribute, size) the traced Python stored a symbolic size in: each call
+        # sets its own (capture/size_checks.py)
+        self.stored_sizes: list = []
         self._scratch: dict = {}  # the kernel scratch the latest call keeps (key -> bytes)
         # bytes the trace and compile left allocated (capture/trace.py measures them while
         # tracemalloc traces; None: not measured, `memory_layout` estimates them)

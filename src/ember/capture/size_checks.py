@@ -16,6 +16,13 @@ from ..symbolic_assumptions import first_broken
 from .call import ArgFeed
 
 
+class SizeGuardError(ShapeError):
+    """A call whose sizes break what the graph was captured assuming (an equality of aligned
+    sizes, or a comparison the trace decided at its own call's sizes under automatic dynamic
+    shapes): automatic dynamic shapes trace again for these sizes; anyone else sees the
+    ShapeError it is."""
+
+
 class SizeCheck:
     """The assumptions of one captured call, where each of their symbols is read, and the
     argument dimensions derived from other ones (a signature's ``2*n`` or ``h//2`` beside
@@ -24,6 +31,9 @@ class SizeCheck:
     def __init__(self, graph, feeds, assumptions: tuple):
         self.assumptions = assumptions
         self.graph_name = graph.name
+        # (module, attribute, size or shape) the traced Python stored a symbolic size in
+        # (``self.seq_len = x.size(1)``): set to each call's value, as each eager call would
+        self.stored: list = []
         # symbol -> (argument index, axis, k): that dimension is k times the symbol
         self.sources: dict[str, tuple[int, int, int]] = {}
         dims = []
@@ -51,7 +61,12 @@ class SizeCheck:
     @property
     def needed(self) -> bool:
         """Whether a call has anything to check."""
-        return bool(self.assumptions or self.derived)
+        return bool(self.assumptions or self.derived or self.stored)
+
+    def store(self, bindings: dict) -> None:
+        """Set the stored attributes to their sizes at ``bindings``."""
+        for module, name, value in self.stored:
+            object.__setattr__(module, name, _at(value, bindings))
 
     def __call__(self, leaves: list) -> None:
         bindings = {}
@@ -67,10 +82,11 @@ class SizeCheck:
                 self._refuse_derived(leaves, index, axis, d, bindings)
         broken = first_broken(self.assumptions, bindings)
         if broken is None:
+            self.store(bindings)
             return
         sizes = ", ".join(f"{n}={bindings[n]}" for n in sorted(broken.symbols()))
         index = self.sources[sorted(broken.symbols())[0]][0]
-        raise ShapeError(
+        raise SizeGuardError(
             f"the graph was captured over symbolic sizes assuming "
             f"{broken.describe(bindings)}, which these sizes ({sizes}; argument {index} has "
             f"shape {tuple(leaves[index].shape)}) break; the model needs sizes for which that "
@@ -91,3 +107,11 @@ class SizeCheck:
             "the input signature, or call it eagerly",
             op=self.graph_name,
         )
+
+
+def _at(value, bindings: dict):
+    """A stored size (a SymDim, or a shape of them) at ``bindings``: ints, in its own kind."""
+    if isinstance(value, SymDim):
+        return value.evaluate(bindings)
+    sizes = [_at(v, bindings) if isinstance(v, SymDim) else v for v in value]
+    return tuple(sizes) if type(value) is tuple else type(value)(sizes)

@@ -32,12 +32,13 @@ import numpy as np
 from ..errors import ShapeError, TraceError, user_location, user_stacklevel
 from ..graph.builder import GraphBuilder
 from ..graph.ir import Graph
-from ..graph.traced_item import close_items, escaped_items
+from ..graph.traced_item import close_items, escaped_items, sizes_as_items
 from ..graph.tree import flatten, replace_leaves
 from ..ops import _registry as _reg
 from ..optim.optimizer import HyperParameter
 from ..runtime.executors import DEFAULT_EXECUTOR
-from ..symbolic_assumptions import recording
+from ..symbolic import SymDim
+from ..symbolic_assumptions import example_sizes, recording, tracing_user_code
 from ..tensor import Tensor
 from ..types import TensorType
 from .aot import AutogradPlan, add_backward, differentiable_inputs
@@ -64,9 +65,13 @@ def capture_call(fn, args, kwargs, **options) -> GraphFunction:
     """Trace ``fn(*args, **kwargs)`` once into a `GraphFunction` (`_capture_call`), recording
     the size equalities the trace and the passes took for symbolic sizes, which every call of
     the result then checks (capture/size_checks.py)."""
-    with recording() as assumed:
+    # (each symbol's size in this call: what the trace and the passes may ask of it)
+    sizes = _example_sizes(options.get("specs"), options["leaves"], options["names"])
+    with recording() as assumed, example_sizes(sizes):
         compiled = _capture_call(fn, args, kwargs, **options)
     check = SizeCheck(compiled.call.graph, compiled.call.feeds, tuple(assumed))
+    check.stored = compiled.stored_sizes
+    check.store(sizes)  # (the trace left the symbols there: this call's sizes instead)
     if check.needed:
         compiled.check_sizes = check
     return compiled
@@ -137,8 +142,9 @@ def _capture_call(
     python_rng = _python_rng_state()
     location = user_location()
     try:
-        with watching_grad_reads() as grads_read, builder:
+        with watching_grad_reads() as grads_read, builder, tracing_user_code():
             out = fn(*call_args, **call_kwargs)
+            out = sizes_as_items(out)  # (symbolic sizes among them: each call's number)
         _warn_python_draws(python_rng, graph_name, location)
         changed = snapshot.changed_groups()
         if changed:
@@ -178,6 +184,7 @@ def _capture_call(
                 "trace with static sizes there",
                 op="function",
             )
+        stored_sizes = snapshot.stored_attribute_sizes()
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the
@@ -246,6 +253,7 @@ def _capture_call(
         for t in builder.value_reads
         if id(t) in builder.capture_names
     }
+    compiled.stored_sizes = stored_sizes
     end = _traced_bytes()
     if start is not None and end is not None:
         compiled.compiled_bytes = max(end - start, 0)
@@ -305,6 +313,17 @@ def _argument_inputs(builder, leaves, names, specs, aliased=()) -> tuple[list, l
                 feeds.append(ArgGradFeed(i))
         symbolic.append(s)
     return symbolic, feeds, grad_args
+
+
+def _example_sizes(specs, leaves, names) -> dict:
+    """{symbol: size} of this call's arguments, for each symbol a dimension names alone."""
+    sizes: dict = {}
+    for spec, t, name in zip(specs or (), leaves, names):
+        for d, n in zip(spec.symbolic_shape(name), t.shape):
+            symbol = d.symbol() if isinstance(d, SymDim) else None
+            if symbol is not None:
+                sizes.setdefault(symbol, int(n))
+    return sizes
 
 
 def _is_detach(t) -> bool:

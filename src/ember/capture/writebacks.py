@@ -107,12 +107,25 @@ class Snapshot:
             elif isinstance(value, list):
                 found.extend(f"{where}[{i}]" for i, v in enumerate(value) if _holds_size(v))
 
+        replayed = {(id(m), name) for m, name, _ in self.stored_attribute_sizes()}
         for m, _ in self.attributes:
             for name, value in vars(m).items():
-                look(value, f"{type(m).__name__}.{name}")
+                if (id(m), name) not in replayed:
+                    look(value, f"{type(m).__name__}.{name}")
         for holder, key, _ in self.slots:
             look(get(holder, key), repr(key))
         return found
+
+    def stored_attribute_sizes(self) -> list:
+        """(module, name, value) of each module attribute the trace set to a symbolic size or
+        a shape holding one (``self.seq_len = x.size(1)``, ``self.shape = x.shape``): each
+        call of the graph sets it to its own sizes (capture/size_checks.py), as eagerly."""
+        return [
+            (m, name, value)
+            for m, before in self.attributes
+            for name, value in vars(m).items()
+            if before.get(name, _ABSENT) is not value and _is_size_value(value)
+        ]
 
     def changed_modes(self) -> list:
         """(module, flag) of each module whose training flag the trace changed (``m.eval()``
@@ -217,6 +230,17 @@ class Snapshot:
 
 
 _ABSENT = object()
+
+
+def _is_size_value(value) -> bool:
+    """A symbolic size, or a tuple (a shape) of sizes holding one."""
+    if isinstance(value, SymDim):
+        return True
+    return (
+        isinstance(value, tuple)
+        and any(isinstance(v, SymDim) for v in value)
+        and all(isinstance(v, (int, SymDim)) for v in value)
+    )
 
 
 def _holds_size(value) -> bool:

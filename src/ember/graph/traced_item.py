@@ -41,8 +41,9 @@ import operator
 import weakref
 
 from ..errors import EmberError, ShapeError, TraceError, user_location
+from ..symbolic import SymDim
 
-__all__ = ["TracedItem", "TracedList", "close_items", "escaped_items"]
+__all__ = ["TracedItem", "TracedList", "close_items", "escaped_items", "sizes_as_items"]
 
 _KINDS = {bool: 0, int: 1, float: 2, complex: 3}  # Python's numeric tower: bool < int < ...
 
@@ -419,3 +420,27 @@ def close_items(builder) -> None:
         if item is not None:
             item.closed = True
     builder.traced_items = []
+
+
+def sizes_as_items(results):
+    """``results`` (a traced function's: a nest of tuples, lists and dicts) with each symbolic
+    size in it (``x.shape[1]``, ``a.size(0) + b.size(0)``, a whole ``x.shape``) an item of the
+    graph value holding it: each call returns its own number, as eagerly, where the trace's
+    SymDim would be returned to the caller as it is."""
+    if isinstance(results, SymDim):
+        from ..ops.promotion import to_tensor
+
+        return TracedItem(to_tensor(results))
+    if isinstance(results, (tuple, list)):
+        # (a tuple's own items: a subclass may iterate as something else, a RaggedTensor
+        # over its rows)
+        own = list((tuple.__iter__ if isinstance(results, tuple) else list.__iter__)(results))
+        items = [sizes_as_items(r) for r in own]
+        if all(a is b for a, b in zip(items, own)):
+            return results
+        kind = type(results)
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)
+    if type(results) is dict:
+        found = {k: sizes_as_items(v) for k, v in results.items()}
+        return results if all(found[k] is v for k, v in results.items()) else found
+    return results

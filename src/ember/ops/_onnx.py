@@ -96,7 +96,7 @@ def unsqueeze(e, x: str, axes) -> str:
 def tri_mask(e, rows, cols, diagonal: int = 0, upper: bool = False) -> str:
     """A (rows, cols) bool mask of a triangle: ``col - row <= diagonal`` (``>=`` for the upper
     one); a constant for fixed sizes, else two Ranges over the run's sizes."""
-    if isinstance(rows, int) and isinstance(cols, int):
+    if isinstance(rows, int) and isinstance(cols, int) and isinstance(diagonal, int):
         below = np.tri(rows, cols, diagonal - 1 if upper else diagonal, dtype=bool)
         return e.constant(~below if upper else below)
     zero, one = e.scalar(0, dt.int64), e.scalar(1, dt.int64)
@@ -107,13 +107,21 @@ def tri_mask(e, rows, cols, diagonal: int = 0, upper: bool = False) -> str:
     row = e.node("Unsqueeze", [positions(rows), e.ints([1])])
     offset = e.node("Sub", [positions(cols), row])  # (rows, cols): col - row
     test = "GreaterOrEqual" if upper else "LessOrEqual"
-    return e.node(test, [offset, e.scalar(diagonal, dt.int64)])
+    return e.node(test, [offset, _size_scalar(e, diagonal)])
+
+
+def _size_scalar(e, n) -> str:
+    """An int64 scalar of ``n``: a constant, or a symbolic size computed from the inputs'
+    shapes (a diagonal ``S - T`` over a growing cache)."""
+    if isinstance(n, int):
+        return e.scalar(n, dt.int64)
+    return e.node("Reshape", [e.dim(n), e.ints(())])
 
 
 def trilu(e, x: str, shape, dtype, diagonal: int = 0, upper: bool = False) -> str:
     """ONNX's Trilu of ``x`` (of ``shape`` and ember ``dtype``; its last two axes the
     matrices); before opset 14, which has no Trilu, a Where over `tri_mask`."""
     if e.opset >= 14:
-        return e.node("Trilu", [x, e.scalar(diagonal, dt.int64)], upper=int(upper))
+        return e.node("Trilu", [x, _size_scalar(e, diagonal)], upper=int(upper))
     keep = tri_mask(e, shape[-2], shape[-1], diagonal, upper)
     return e.node("Where", [keep, x, e.scalar(0, dtype)])

@@ -60,6 +60,8 @@ _FULL = register(
 def _fill_dtype(value, dtype):
     if dtype is not None:
         return dt.as_dtype(dtype)
+    if isinstance(value, SymDim):  # (a size is an int)
+        return dt.int64
     return dt.result_type(value)
 
 
@@ -74,6 +76,9 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
     d = _fill_dtype(fill_value, dtype)
     if is_traced(fill_value):
         out = _full_of_item(shape, fill_value, d)
+        return out.requires_grad_() if requires_grad else out
+    if isinstance(fill_value, SymDim):  # (a symbolic size: each call fills its own number)
+        out = apply(_FULL, shape=shape, value=fill_value, dtype=d)
         return out.requires_grad_() if requires_grad else out
     if d.is_complex:
         value = complex(fill_value)
@@ -155,7 +160,8 @@ def tensor(data, dtype=None, requires_grad=False):
 def _holds_traced(data) -> bool:
     if isinstance(data, (list, tuple)):
         return any(_holds_traced(x) for x in data)
-    return is_traced(data) or is_traced(data, "is_traced_list")
+    # (a symbolic size, ``tensor(x.size(1))``: its number too is the graph's, each call's)
+    return is_traced(data) or is_traced(data, "is_traced_list") or isinstance(data, SymDim)
 
 
 def _tensor_of_traced(data, dtype):
@@ -170,7 +176,7 @@ def _tensor_of_traced(data, dtype):
             return [e for v in x for e in example(v)]
         if is_traced(x, "is_traced_list"):  # (its elements' Python type, by category)
             return [(False, 0, 0.0, 0j)[x.tensor.dtype.category]]
-        return [x]
+        return [0 if isinstance(x, SymDim) else x]
 
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(*example(data))
 
@@ -179,6 +185,8 @@ def _tensor_of_traced(data, dtype):
             return E.stack([build(v) for v in x])
         if is_traced(x):
             return x.tensor_for(d)
+        if isinstance(x, SymDim):
+            return apply(_FULL, shape=(), value=x, dtype=d)
         if is_traced(x, "is_traced_list"):
             return E.cast(x.tensor, d) if x.tensor.dtype is not d else x.tensor
         return constant(np.array(to_array(x, d), copy=True))

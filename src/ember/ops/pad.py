@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..symbolic import holds
+from ..symbolic import SymDim, holds
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import _onnx_complex as cx
@@ -282,6 +282,35 @@ _PAD_BACKWARD = register(
 )
 
 
+def _amount(n):
+    """A padding amount: an int, or a symbolic size (``(w - T % w) % w`` under symbolic T)."""
+    return n if isinstance(n, SymDim) else int(n)
+
+
+def _pad_symbolic(x, pairs, mode, value):
+    """Constant padding by amounts some of which are symbolic sizes (padding a sequence of
+    symbolic length to a multiple of a window): blocks of ``value`` concatenated on each side,
+    whose sizes the graph computes per call. Such an amount is taken as not negative."""
+    if mode != "constant" or not isinstance(value, (bool, int, float)):
+        raise ShapeError(
+            f"pad: the padding {pairs} holds symbolic sizes, which only mode='constant' with a "
+            f"number as its value takes (got mode={mode!r}); give that dimension a fixed size",
+            op="pad",
+        )
+    for d, (lo, hi) in enumerate(pairs):
+        pieces = []
+        for amount in (lo, hi):
+            if isinstance(amount, int) and amount < 0:
+                raise ShapeError(
+                    f"pad: a negative amount {amount} beside symbolic ones {pairs}", op="pad"
+                )
+            shape = (*x.shape[:d], amount, *x.shape[d + 1 :])
+            pieces.append(None if amount == 0 else E.full(shape, value, dtype=x.dtype))
+        if pieces != [None, None]:
+            x = E.cat([p for p in (pieces[0], x, pieces[1]) if p is not None], d)
+    return x
+
+
 def _pad_autocast(x, pad, mode="constant", value=0.0):
     """PyTorch's fp32 list holds reflection_pad1d/2d and replication_pad1d/2d/3d (padding the
     last len(pad) // 2 dimensions); constant, circular and 3-d reflection pads pass through."""
@@ -308,7 +337,9 @@ def pad(x, pad, mode="constant", value=0.0):
         )
     pairs = [(0, 0)] * x.ndim
     for i in range(len(pad) // 2):
-        pairs[x.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+        pairs[x.ndim - 1 - i] = (_amount(pad[2 * i]), _amount(pad[2 * i + 1]))
+    if any(isinstance(n, SymDim) for pair in pairs for n in pair):
+        return _pad_symbolic(x, pairs, mode, value)
     for d, (lo, hi) in enumerate(pairs):
         if lo >= 0 and hi >= 0:
             continue

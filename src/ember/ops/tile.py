@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import NeedsArgumentValue, ShapeError, TraceError
+from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._node_names import rename_node
@@ -201,7 +202,9 @@ def _tri(name, fn):
     )
 
     def public(x, diagonal=0):
-        return apply(op, to_tensor(x), diagonal=int(diagonal))
+        # (a symbolic size, ``diagonal=S - T`` over a growing cache, each run's own number)
+        diagonal = diagonal if isinstance(diagonal, SymDim) else int(diagonal)
+        return apply(op, to_tensor(x), diagonal=diagonal)
 
     public.__name__ = public.__qualname__ = name
     public.__doc__ = op.doc
