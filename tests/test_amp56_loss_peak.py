@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.kernels import ccompile
 from ember.ops import gather as gather_ops
 from ember.plan import measure_peak
 from ember.transforms import pipeline
@@ -82,6 +83,10 @@ def _without_the_changes(monkeypatch):
     monkeypatch.setattr("ember.transforms.cheap_remat._shared", lambda nodes: [])
 
 
+@pytest.mark.skipif(
+    not ccompile.compiler_available(),
+    reason="the peaks it compares are the compiled loops' (NumPy's fused groups hold more)",
+)
 def test_the_loss_and_attention_hold_less_and_change_no_bit(bare_executors, monkeypatch):
     fn, program, args, values = _run()
     rows = (4 * 64, CLASSES)
