@@ -33,7 +33,7 @@ from . import dtypes as _dt
 from .errors import AutogradError, TraceError
 from .ops import _registry as _reg
 from .symbolic import SymDim
-from .symbolic_assumptions import examples
+from .symbolic_assumptions import layout_by_example, layout_examples
 
 # the chain of a piece of a multi-output op (split): such a view cannot be written in place
 # while gradients are recorded, and is never replayed
@@ -109,7 +109,7 @@ def _positions(shape, chain, is_complex=False, numbers=None):
         if not all(isinstance(d, (int, np.integer)) for d in shape):
             # symbolic sizes: the layout at the captured call's sizes, which is the layout
             # at any sizes but 0 and 1 (those automatic dynamic shapes keep static)
-            bindings = examples()
+            bindings = layout_examples()
             shape = _at_sizes(shape, bindings)
             if shape is None:
                 return None
@@ -176,7 +176,8 @@ def dense(t) -> bool:
         return True
     base, chain = view_of
     try:
-        positions = _positions(tuple(base.shape), chain, base.dtype.is_complex)
+        with layout_by_example():  # (dense or not: the same at every size but 0 and 1)
+            positions = _positions(tuple(base.shape), chain, base.dtype.is_complex)
     except AutogradError:
         return True  # (a part of complex memory: ember's graphs hold it densely)
     if positions is None:

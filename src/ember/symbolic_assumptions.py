@@ -41,6 +41,8 @@ _DECIDING: contextvars.ContextVar = contextvars.ContextVar("ember_size_deciding"
 # whether the user's own Python is being traced (not the passes after it, whose choices by size
 # must not become guards that retrace)
 _USER: contextvars.ContextVar = contextvars.ContextVar("ember_size_user_trace", default=False)
+# (`layout_by_example`: a view's layout pattern asked at the example sizes)
+_LAYOUT: contextvars.ContextVar = contextvars.ContextVar("ember_layout_example", default=False)
 _TESTS = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
@@ -185,6 +187,24 @@ def example_value(size) -> int | None:
         return _value(size, bindings)
     except KeyError:
         return None
+
+
+@contextlib.contextmanager
+def layout_by_example():
+    """Inside the block, a view of a tensor of symbolic sizes has its layout worked out at the
+    example sizes (`examples`): for questions whose answer is the same at every size but 0
+    and 1 (is it dense? can it be viewed as this shape?), never for strides handed to the
+    user's code, which would bake one call's numbers into the graph."""
+    token = _LAYOUT.set(True)
+    try:
+        yield
+    finally:
+        _LAYOUT.reset(token)
+
+
+def layout_examples() -> dict | None:
+    """`examples` inside `layout_by_example`, else None."""
+    return _EXAMPLES.get() if _LAYOUT.get() else None
 
 
 def examples() -> dict | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..symbolic_assumptions import layout_by_example
 from ..types import TensorType
 from . import _batching
 from . import _onnx_complex as cx
@@ -124,10 +125,18 @@ def reshape(x, *shape):
     data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
     if type(data) is np.ndarray and data.flags.c_contiguous:
         return out
-    if not _viewable(tuple(x.shape), x.stride(), shape):
+    if not _viewable(tuple(x.shape), _strides_for_view(x), shape):
         # (PyTorch copies, then views the copy without checks: the node its history shows)
         return rename_node(out, "UnsafeViewBackward0")
     return out
+
+
+def _strides_for_view(x) -> tuple:
+    """x's strides for deciding whether it views as another shape: under symbolic sizes those
+    at the captured call's sizes, whose answer holds at every size but 0 and 1
+    (symbolic_assumptions.layout_by_example)."""
+    with layout_by_example():
+        return x.stride()
 
 
 def view_shape(x, *shape):
@@ -137,12 +146,12 @@ def view_shape(x, *shape):
     shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
     data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
     contiguous = type(data) is np.ndarray and data.flags.c_contiguous
-    if not contiguous and not _viewable(tuple(x.shape), x.stride(), shape):
+    if not contiguous and not _viewable(tuple(x.shape), _strides_for_view(x), shape):
         raise ShapeError(
             f"view size {fmt_shape(shape)} is not compatible with the input's size "
-            f"{fmt_shape(x.shape)} and strides {x.stride()} (at least one dimension spans "
-            "across two contiguous subspaces); use .reshape(...) instead, which copies where "
-            "it must",
+            f"{fmt_shape(x.shape)} and strides {_strides_for_view(x)} (at least one dimension "
+            "spans across two contiguous subspaces); use .reshape(...) instead, which copies "
+            "where it must",
             op="view",
         )
     return apply(RESHAPE, x, shape=shape)
