@@ -175,7 +175,8 @@ def _capture_call(
                 op="function",
                 location=kept[0].location,
             )
-        sizes = snapshot.stored_sizes()
+        stored_sizes = snapshot.stored_attribute_sizes()
+        sizes = snapshot.stored_sizes(stored_sizes)
         if sizes:
             raise TraceError(
                 f"{graph_name} stores a size that varies between calls in {sizes[0]} (a "
@@ -184,7 +185,6 @@ def _capture_call(
                 "trace with static sizes there",
                 op="function",
             )
-        stored_sizes = snapshot.stored_attribute_sizes()
         user_values = [builder.value_of(t) for t in out_leaves]
         check_found(builder, reach, graph_name)
         # arguments changed in place (x.clamp_(0, 1), x[mask] = 0): their tensors take the

@@ -92,11 +92,13 @@ class Snapshot:
                     ]
         return found
 
-    def stored_sizes(self) -> list[str]:
+    def stored_sizes(self, replayed: list) -> list[str]:
         """Where the trace left a symbolic size (``self.n = x.shape[0]`` under an input
         signature's ``None`` dimension) in Python state the function reaches: a module's
         attribute, an item of a dict or list it holds, a closure cell or global, or an item of
-        theirs. Nothing replays such a number on each call, so the trace is refused."""
+        theirs. Nothing replays such a number on each call, so the trace is refused; but for
+        ``replayed``, the module attributes `stored_attribute_sizes` found, which each call
+        sets."""
         found = []
 
         def look(value, where: str) -> None:
@@ -107,7 +109,7 @@ class Snapshot:
             elif isinstance(value, list):
                 found.extend(f"{where}[{i}]" for i, v in enumerate(value) if _holds_size(v))
 
-        replayed = {(id(m), name) for m, name, _ in self.stored_attribute_sizes()}
+        replayed = {(id(m), name) for m, name, _ in replayed}
         for m, _ in self.attributes:
             for name, value in vars(m).items():
                 if (id(m), name) not in replayed:
