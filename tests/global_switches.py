@@ -22,7 +22,7 @@ import ember
 from ember import amp, devices, flags, grad_mode, printing, saved_hooks
 from ember import backends as ember_backends
 from ember.kernels import cpool
-from ember.ops import _autocast, _registry
+from ember.ops import _autocast, _registry, _torch_flops
 
 # name -> (read, write): ``write(read())`` puts the switch back
 Switch = tuple[Callable[[], object], Callable[[object], None]]
@@ -124,6 +124,10 @@ EMBER_SWITCHES: dict[str, Switch] = {
         lambda v: (printing._options.clear(), printing._options.update(v)),
     ),
     "ember saved-tensor hooks": _list_value(saved_hooks.hooks),
+    "ember FlopCounterMode watchers (a counter left entered)": (
+        lambda: _torch_flops._Regions.watchers,
+        lambda v: setattr(_torch_flops._Regions, "watchers", v),
+    ),
     "ember.backends flags": (_backend_flags, _backend_flags_write),
 }
 
@@ -147,6 +151,16 @@ def _pop_torch_function_modes(torch):
     def write(depth):
         while torch._C._len_torch_function_stack() > depth:
             torch._C._pop_torch_function_stack()
+
+    return write
+
+
+def _pop_torch_dispatch_modes(torch):
+    """Leave the TorchDispatchModes entered since (FlopCounterMode, a fake-tensor mode)."""
+
+    def write(depth):
+        while torch._C._len_torch_dispatch_stack() > depth:
+            torch._C._pop_torch_dispatch_stack()
 
     return write
 
@@ -175,6 +189,22 @@ def _torch_switches(torch) -> dict[str, Switch]:
                 torch.set_autocast_enabled("cpu", v[0]),
                 torch.set_autocast_dtype("cpu", v[1]),
             ),
+        ),
+        # (the no-argument form is CUDA's: nn.TransformerEncoder and MultiheadAttention ask it
+        # before their fused inference paths, also on the CPU)
+        "torch autocast (the legacy no-argument form)": (
+            torch.is_autocast_enabled,
+            torch.set_autocast_enabled,
+        ),
+        # (left True by an export that did not unwind, TransformerEncoder skips its nested
+        # path as if under torch.compile)
+        "torch compiling flag (torch.compiler.is_compiling)": (
+            lambda: torch.compiler._is_compiling_flag,
+            lambda v: setattr(torch.compiler, "_is_compiling_flag", v),
+        ),
+        "torch dispatch modes (a TorchDispatchMode left entered)": (
+            torch._C._len_torch_dispatch_stack,
+            _pop_torch_dispatch_modes(torch),
         ),
         "torch anomaly mode": (torch.is_anomaly_enabled, torch.set_anomaly_enabled),
         "torch threads": (torch.get_num_threads, torch.set_num_threads),
