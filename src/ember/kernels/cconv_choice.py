@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .._env import setting
-from . import cconv_side, cconv_split
+from . import cconv_side, cconv_split, cconv_taps
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import interleaved
 
@@ -99,6 +99,8 @@ def layout(x_shape, w_shape, p, dtype, relu, operands, make) -> tuple | None:
         ways = [(False, False), (True, False)]
         if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]):
             ways.append((False, True))
+        if cconv_taps.applies(x_shape, w_shape, p, dtype):
+            ways.append((True, True))
         for wide, split in ways:
             made = make(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)
             if made is None:

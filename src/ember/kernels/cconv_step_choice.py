@@ -107,7 +107,7 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
     now with ``make(wide=..., split=...)`` (kernels/cconv.py's `forward_step` for the
     geometry: (step, argument block, kept) or None) and cached; ``counted`` is the counted
     choice, the one held unless another layout is clearly faster."""
-    from . import cconv_side, cconv_split, cpool
+    from . import cconv_side, cconv_split, cconv_taps, cpool
 
     threads = cpool.get_num_threads()
     key = _key(x_shape, w_shape, p, dtype, threads, constant)
@@ -117,6 +117,8 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
     ways = [(False, False), (True, False)]
     if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]) is not None:
         ways.append((False, True))
+    if cconv_taps.applies(x_shape, w_shape, p, dtype):
+        ways.append((True, True))
     candidates = {}
     for way in ways:
         made = make(wide=way[0], split=way[1])
