@@ -1,7 +1,9 @@
 """Which layout an eager forward convolution runs, measured: the column panels' (over the
 input as it is padded, or relaid: a strided convolution's split by stride phases,
 kernels/cconv_split.py, a stride-1 batch side by side, kernels/cconv_side.py) or the
-channels-wide one (kernels/cconv_wide.py), timed on the first call of each geometry.
+channels-wide one (kernels/cconv_wide.py; over blocks of samples, skipping the padding's taps,
+kernels/cconv_taps.py: the way whose (wide, split) are both True), timed on the first call of
+each geometry.
 
 `cconv_wide.wins` counts the two layouts' multiply-adds (padding included); on a 1x1 layer at
 batch one (MobileNet's expansions: 256 positions, 32 rows, 192 channels) the count favours the

@@ -3,9 +3,10 @@ constant's, an epilogue's: kernels/cconv.py's `forward_step` left to choose), me
 machine and geometry when the step is built, and cached on disk.
 
 The counted choice (`cconv_wide.wins`, kernels/cconv.py's `_relayout`) counts multiply-adds and
-packed runs; it misses stores, the relaid copy and how short rows stream (a 256 -> 1024 1x1
-layer on 14x14 planes at batch 8: counted channels-wide at 0.62 ms, the column panels ran it in
-0.51 ms). The eager forward times the layouts on its first call's operands
+packed runs (never picking kernels/cconv_taps.py's layout, the (True, True) way, which is only
+measured); it misses stores, the relaid copy and how short rows stream (a 256 -> 1024 1x1 layer
+on 14x14 planes at batch 8: counted channels-wide at 0.62 ms, the column panels ran it in 0.51
+ms). The eager forward times the layouts on its first call's operands
 (kernels/cconv_choice.py), but a step is built before any operand exists and runs for the
 program's life, so here the candidate steps run on random operands of the step's shapes when
 it is built: the counted choice is held unless another layout is `clearly_faster` (kernels/

@@ -22,7 +22,8 @@ zeros are NaN in every other layout) runs every tap, padding included.
 Positions fall into classes by which taps read inside the input (at most the kernel's size per
 dimension, squared: nine for a 3x3 kernel with one pixel of padding); each class's taps are a
 list of (offset in the scratch, kernel offset). The depth of the weight read per block is
-sliced by whole input channels, as deep as kernels/cmicro.py's KC (its L1-derived depth).
+sliced by whole input channels, a panel's slice in three quarters of the L1 data cache (as
+kernels/cmicro.py's KC), each slice read from L1 by a group of blocks whose tiles stay in L2.
 Chosen per geometry by measurement only (kernels/cconv_choice.py eagerly,
 kernels/cconv_step_choice.py for built steps), as the ``(wide, split) == (True, True)`` way;
 float32 and float64, 2-d, one group.
@@ -34,7 +35,7 @@ import itertools
 
 import numpy as np
 
-from .cmicro import KC
+from . import cache_sizes
 from .cpanels import aligned
 from .cstep import data_address
 
@@ -117,18 +118,19 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
   long block = f->c * f->plane * TR, rows = f->c * f->kk;
   for (long g0 = b0; g0 < b1; g0 += group) {
     long ng = b1 - g0 < group ? b1 - g0 : group;
+    /* (each panel's slice of the weight stays in L1 while the group's blocks pass it) */
     for (long c0 = 0; c0 < f->c; c0 += f->chunk) {
       long nc = f->c - c0 < f->chunk ? f->c - c0 : f->chunk;
-      for (long q = 0; q < ng; q++) {
-        long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
-        long cl = f->finite ? f->pos[2 * p] : f->all;
-        const long *atap = f->atap + f->cls[2 * cl], *btap = f->btap + f->cls[2 * cl];
-        const T *a = f->xs + nb * block + (c0 * f->plane + f->pos[2 * p + 1]) * TR;
-        for (long cp = 0; cp < panels; cp++)
+      for (long cp = 0; cp < panels; cp++)
+        for (long q = 0; q < ng; q++) {
+          long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
+          long cl = f->finite ? f->pos[2 * p] : f->all;
+          const long *atap = f->atap + f->cls[2 * cl], *btap = f->btap + f->cls[2 * cl];
+          const T *a = f->xs + nb * block + (c0 * f->plane + f->pos[2 * p + 1]) * TR;
           taps_micro_{R}x{V}(nc, f->cls[2 * cl + 1], a, f->plane * TR, atap,
                              f->wp + (cp * rows + c0 * f->kk) * TN, f->kk, btap,
                              tiles + (q * panels + cp) * tile, c0 == 0);
-      }
+        }
     }
     for (long q = 0; q < ng; q++) {
       long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
@@ -330,9 +332,16 @@ def work(x_shape: tuple, w_shape: tuple, p, itemsize: int) -> float:
     taps = sum(len(t) for t in rows_taps) * sum(len(t) for t in cols_taps)
     tiles = -(-n // rows) * -(-cout // (vectors * lanes))  # (per position)
     positions = len(rows_taps) * len(cols_taps)
-    slices = -(-c // max(1, KC // kk))
+    slices = -(-c // _slice_channels(c, kk, vectors * 64))
     per_tile = rows * vectors
     return tiles * per_tile * (taps * c + positions * (2 * slices + 2 * lanes))
+
+
+def _slice_channels(c: int, kk: int, row_bytes: int) -> int:
+    """Input channels per slice of the weight: a panel's slice (``kk`` rows of ``row_bytes`` a
+    channel) in three quarters of the L1 data cache, the slices of even depth."""
+    fit = max(1, int(0.75 * cache_sizes.l1_data_bytes()) // row_bytes // kk)
+    return -(-c // -(-c // fit))
 
 
 def step_name(blocking: tuple) -> str:
@@ -363,7 +372,7 @@ def step_args(
     xs = aligned(-(-n // rows) * rows * c * hp * wq, dtype)
     xs[:] = 0
     wp = aligned(-(-cout // nr) * nr * c * kk, dtype)
-    chunk = max(1, KC // kk)
+    chunk = _slice_channels(c, kk, nr * dtype.itemsize)
     args = [0, 0, 0, 0, 0, data_address(xs), data_address(wp)]
     args += [data_address(pos), data_address(cls), data_address(atap)]
     args += [n, c, h, w, p.lo[0], p.lo[1], hp, wq, data_address(btap)]
