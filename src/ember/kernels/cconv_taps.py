@@ -112,6 +112,8 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
   long panels = (f->cout + TN - 1) / TN, tile = TR * TN;
   long group = CT_TILE_BYTES / (panels * tile * (long)sizeof(T));
   group = group < 1 ? 1 : group;
+  /* (whole planes where they fit: the stores take runs of VL positions) */
+  if (group > f->grid) group -= group % f->grid;
   if (group > b1 - b0) group = b1 - b0;
   T *tiles = aligned_alloc(64, (size_t)(group * panels * tile) * sizeof(T));
   if (!tiles) abort();
@@ -132,12 +134,22 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
                              tiles + (q * panels + cp) * tile, c0 == 0);
         }
     }
-    for (long q = 0; q < ng; q++) {
+    for (long q = 0; q < ng;) {
       long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
+#if CT_RUNS
+      if (q + VL <= ng && p + VL <= f->grid) { /* VL positions of one sample block */
+        for (long cp = 0; cp < panels; cp++)
+          ct_store_runs(f, tiles + (q * panels + cp) * tile, panels * tile, TR, TN, nb, p,
+                        cp * TN);
+        q += VL;
+        continue;
+      }
+#endif
       for (long cp = 0; cp < panels; cp++) {
         long c0 = cp * TN, nc = f->cout - c0 < TN ? f->cout - c0 : TN;
         ct_store_{R}x{V}(f, tiles + (q * panels + cp) * tile, nb, p, c0, nc);
       }
+      q++;
     }
   }
   free(tiles);
@@ -210,6 +222,32 @@ struct ctf {
 };
 
 #define CT_TILE_BYTES (256L << 10)
+
+#if !HALF && defined(TILE_TRANSPOSE)
+#define CT_RUNS 1
+/* the tiles of VL consecutive positions (from tile, each `ld` past the last; rows rows of
+   cols values, the sample block nb) stored as runs of VL positions: each sample's VL channels
+   transposed in registers, each channel's run stored as the column layout stores (`store_run`:
+   the bias, the residual, the clamp and the mask in `ct_store`'s order) */
+static void ct_store_runs(const struct ctf *f, const T *tile, long ld, long rows, long cols,
+                          long nb, long p, long c0) {
+  T run[VL * VL] __attribute__((aligned(64)));
+  long out_sample = f->cout * f->grid;
+  for (long i = 0; i < rows && nb * rows + i < f->n; i++) {
+    long at = (nb * rows + i) * out_sample + p;
+    for (long cv = 0; cv < cols && c0 + cv < f->cout; cv += VL) {
+      transpose_tile(tile + i * cols + cv, ld, run, VL, VL);
+      for (long j = 0; j < VL && c0 + cv + j < f->cout; j++) {
+        long co = c0 + cv + j, o = at + co * f->grid;
+        store_run(run + j * VL, f->bias ? f->bias[co] : NO_BIAS, f->res ? f->res + o : 0,
+                  f->clamp, f->out + o, f->mask ? f->mask + o : 0, VL);
+      }
+    }
+  }
+}
+#else
+#define CT_RUNS 0
+#endif
 
 /* the step's argument block: x, w, bias, out, mask, xs (the samples-innermost scratch, its
    border zero), wp (64-byte aligned), the position, class and scratch-offset tap tables, then
