@@ -170,3 +170,19 @@ def test_input_gradient_runs_the_padded_forward_where_skipping_counts_less(
     p = plan((in_size,) * 2, (k, k), (1, 1), ((padding, padding),) * 2, (1, 1))
     assert p.out_size == gy_shape[2:]
     assert cconv.taps_win(gy_shape, w_shape, p, 1, np.float32) is taps
+
+
+@pytest.mark.parametrize("cout", [48, 64])  # (the blocking sharing the wide panels, its own)
+def test_a_constant_weight_is_packed_once_and_repacked_for_another_array(cout):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((8, 16, 4, 4)).astype(np.float32)
+    w1 = rng.standard_normal((cout, 16, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((cout, 16, 3, 3)).astype(np.float32)
+    p = plan((4, 4), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 144, cout)
+    made = cconv.forward_step(x.shape, w1.shape, p, x.dtype, False, True, wide=True, split=True)
+    step, args, _keep = made
+    for w in (w1, w1, w2, w1):
+        out = np.empty((8, cout, 4, 4), np.float32)
+        args[0], args[1], args[3] = x.ctypes.data, w.ctypes.data, out.ctypes.data
+        STEP_CALL(function_address(step))(args.ctypes.data)
+        np.testing.assert_array_equal(out, _run(x, w, p, False, None, None, None, False, False))
