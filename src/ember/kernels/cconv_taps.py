@@ -156,16 +156,27 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
 }
 
 /* xs[nb][ci][lo_h + r][lo_w + col][i] = x[nb * TR + i][ci][r][col] (the border and the lanes
-   past the batch stay the zeros the scratch was made with); d: n, c, h, w, lo_h, lo_w, hp, wp */
+   past the batch stay the zeros the scratch was made with), each position's TR values written
+   together from TR samples' planes read side by side; d: n, c, h, w, lo_h, lo_w, hp, wp */
 static void ct_copy_{R}x{V}(const T *x, T *xs, const long *d) {
   long n = d[0], c = d[1], h = d[2], w = d[3], hp = d[6], wq = d[7], plane = hp * wq;
-  for (long s = 0; s < n; s++) {
-    long nb = s / TR, i = s - nb * TR;
+  long hw = h * w, sample = c * hw;
+  for (long nb = 0; nb * TR < n; nb++) {
+    long m = n - nb * TR < TR ? n - nb * TR : TR;
     for (long ci = 0; ci < c; ci++) {
-      const T *from = x + (s * c + ci) * h * w;
-      T *to = xs + ((nb * c + ci) * plane + d[4] * wq + d[5]) * TR + i;
+      const T *from = x + (nb * TR * c + ci) * hw;
+      T *to = xs + ((nb * c + ci) * plane + d[4] * wq + d[5]) * TR;
       for (long r = 0; r < h; r++)
-        for (long col = 0; col < w; col++) to[(r * wq + col) * TR] = from[r * w + col];
+        for (long col = 0; col < w; col++) {
+          T *dst = to + (r * wq + col) * TR;
+          const T *src = from + r * w + col;
+          if (m == TR) {
+#pragma GCC unroll 8
+            for (long i = 0; i < TR; i++) dst[i] = src[i * sample];
+          } else {
+            for (long i = 0; i < m; i++) dst[i] = src[i * sample];
+          }
+        }
     }
   }
 }
