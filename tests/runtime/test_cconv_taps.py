@@ -96,7 +96,7 @@ def test_taps_layout_equals_the_column_panels_bit_for_bit(case, threads):
         cpool.set_num_threads(before)
 
 
-@pytest.mark.parametrize("cout", [48, 64])  # (each register blocking)
+@pytest.mark.parametrize("cout", [48, 64, 32])  # (each register blocking)
 def test_a_non_finite_weight_multiplies_the_padding_as_the_other_layouts(cout):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((9, 4, 4, 4)).astype(np.float32)
@@ -117,6 +117,7 @@ def test_blocking_fills_the_panels():
     assert cconv_taps.variant(64, 64, 4) == (6, 4)
     assert cconv_taps.variant(64, 128, 4) == (6, 4)
     assert cconv_taps.variant(64, 96, 4) == (8, 3)
+    assert cconv_taps.variant(64, 32, 4) == (12, 2)
     assert cconv_taps.variant(64, 48, 8) == (8, 3)
     assert cconv_taps.variant(8, 64, 4) == (8, 3)  # (six-sample blocks would pad 8 to 12)
 
@@ -172,7 +173,7 @@ def test_input_gradient_runs_the_padded_forward_where_skipping_counts_less(
     assert cconv.taps_win(gy_shape, w_shape, p, 1, np.float32) is taps
 
 
-@pytest.mark.parametrize("cout", [48, 64])  # (the blocking sharing the wide panels, its own)
+@pytest.mark.parametrize("cout", [48, 64, 32])  # (the blocking sharing the wide panels; own)
 def test_a_constant_weight_is_packed_once_and_repacked_for_another_array(cout):
     rng = np.random.default_rng(8)
     x = rng.standard_normal((8, 16, 4, 4)).astype(np.float32)

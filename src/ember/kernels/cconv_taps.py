@@ -4,17 +4,19 @@ the layout for small padded planes at a batch (ResNet's 4x4 to 8x8 stages: a 3x3
 multiply-adds the other layouts spend on zeros).
 
 kernels/cconv_wide.py's layout runs the output channels along the vectors (panels of NR, the
-weight packed as a product's right operand: its panels are the same, so kernels/cprepack.py's
-packs serve both) and MR output positions down the micro-kernel's rows, consecutive positions
-of one sample, whose windows cross the padding in different taps. Here a block is one output
-position of MR consecutive samples instead, so every row of the block reads the input inside
-the plane or every row reads the padding: the taps that read the padding are skipped, whole
-rows of the product. The input is copied once per call into a zero-bordered scratch with the
-samples innermost (``xs[sample block][channel][padded row][padded column][MR]``): a block's row
-(channel, kernel offset) is then MR consecutive values, read in place by the micro-kernel
-(``taps_micro``: the packed micro-kernel's sums, its A and B rows found through the tap tables),
-with no packing. The rows run in the other layouts' order, (input channel, kernel offset), the
-skipped ones left out; a skipped row adds the product of a zero and a finite weight, which
+weight packed as a product's right operand) and MR output positions down the micro-kernel's
+rows, consecutive positions of one sample, whose windows cross the padding in different taps.
+Here a block is one output position of R consecutive samples instead, so every row of the
+block reads the input inside the plane or every row reads the padding: the taps that read the
+padding are skipped, whole rows of the product. The input is copied once per call into a
+zero-bordered scratch with the samples innermost (``xs[sample block][channel][padded row]
+[padded column][R]``): a block's row (channel, kernel offset) is then R consecutive values,
+read in place by the micro-kernel (``taps_micro``: the packed micro-kernel's sums, its A and B
+rows found through the tap tables), with no packing. The register blocking (R samples by V
+vectors of channels, `VARIANTS`) is the one padding the fewest rows and columns (`variant`);
+8 x 3's panels are kernels/cconv_wide.py's, so kernels/cprepack.py's packs serve both.
+The rows run in the other layouts' order, (input channel, kernel offset), the skipped ones
+left out; a skipped row adds the product of a zero and a finite weight, which
 changes no sum (an accumulator that starts at +0 is never -0), so the results are the other
 layouts' bit for bit. A weight holding an infinity or NaN (whose products with the padding's
 zeros are NaN in every other layout) runs every tap, padding included.
@@ -64,7 +66,7 @@ static void taps_micro_{R}x{V}(long nc, long nt, const T *restrict a, long a_ci,
                                const long *atap, const T *restrict b, long b_ci,
                                const long *btap, T *restrict acc, int first) {
   vec c[TR][{V}];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int i = 0; i < TR; i++)
 #pragma GCC unroll 4
     for (int v = 0; v < {V}; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * TN + v * VL);
@@ -75,7 +77,7 @@ static void taps_micro_{R}x{V}(long nc, long nt, const T *restrict a, long a_ci,
       vec bv[{V}];
 #pragma GCC unroll 4
       for (int v = 0; v < {V}; v++) bv[v] = *(const vec *)(br + v * VL);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < TR; i++) {
         T s = ar[i];
 #pragma GCC unroll 4
@@ -83,7 +85,7 @@ static void taps_micro_{R}x{V}(long nc, long nt, const T *restrict a, long a_ci,
       }
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int i = 0; i < TR; i++)
 #pragma GCC unroll 4
     for (int v = 0; v < {V}; v++) *(vec *)(acc + i * TN + v * VL) = c[i][v];
@@ -283,8 +285,9 @@ static void ct_frame(const long *a, struct ctf *f) {
 
 # (samples per block, vectors of output channels per panel): 8 x 3 packs the weight as
 # kernels/cconv_wide.py does (kernels/cprepack.py's panels serve it); 6 x 4 fills 64-channel
-# panels; each keeps 24 accumulators, of AVX-512's 32 registers
-VARIANTS = ((8, 3), (6, 4))
+# panels, 12 x 2 32-channel ones; each keeps 24 accumulators, of AVX-512's 32 registers (its
+# loops over the samples unrolled whole, so that they stay there)
+VARIANTS = ((8, 3), (6, 4), (12, 2))
 
 
 def _variant(rows: int, vectors: int) -> str:
