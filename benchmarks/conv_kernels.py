@@ -106,13 +106,17 @@ def _lscpu_model() -> str:
     return cpool.cpu_model()
 
 
+_CLOCK = [time.perf_counter]
+
+
 def _time(fn, reps: int) -> list[float]:
     fn()
     times = []
+    clock = _CLOCK[0]
     for _ in range(reps):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
 
 
@@ -180,14 +184,26 @@ def main() -> None:
         "--stat", default="min", choices=("min", "median"), help="of each side's timed calls"
     )
     parser.add_argument("--settle", type=float, default=0.1, help="pause before each side")
+    parser.add_argument(
+        "--clock",
+        default="auto",
+        choices=("auto", "wall", "cpu"),
+        help="wall time, or the process's CPU time (auto: CPU time on one thread, where other "
+        "processes' load inflates it less)",
+    )
     args = parser.parse_args()
     wanted = [c for c in args.cases.split(",") if c]
     kernels = args.kernels.split(",")
     stat = min if args.stat == "min" else statistics.median
-    print(f"CPU: {_lscpu_model()}; float32; batch {args.batch}; {args.stat} of interleaved rounds")
+    print(
+        f"CPU: {_lscpu_model()}; float32; batch {args.batch}; {args.stat} of interleaved rounds; "
+        f"clock {args.clock} (auto: process CPU time on one thread, else wall)"
+    )
     rng = np.random.default_rng(0)
     for threads in (int(t) for t in args.threads.split(",")):
         _set_threads(threads)
+        cpu = args.clock == "cpu" or (args.clock == "auto" and threads == 1)
+        _CLOCK[0] = time.process_time if cpu else time.perf_counter
         peak = _Peak()
         peak.sample(5)
         rows = []
@@ -210,7 +226,11 @@ def main() -> None:
                 t = stat(times["torch"]) if tfns else float("nan")
                 rows.append((name, kind, e, t, flops))
         # (printed at the end: the peak is the best GEMM rate of all rounds)
-        print(f"\n{threads} thread(s): ember GEMM peak (512^3 float32) {peak.gflops:.0f} GFLOP/s")
+        clock = "process CPU time" if cpu else "wall time"
+        print(
+            f"\n{threads} thread(s), {clock}: ember GEMM peak (512^3 float32) "
+            f"{peak.gflops:.0f} GFLOP/s"
+        )
         print(f"{'case':28s} {'op':3s} {'ember ms':>9s} {'torch ms':>9s} {'e/t':>5s} "
               f"{'ember GF/s':>10s} {'torch GF/s':>10s} {'% peak':>6s}")  # fmt: skip
         for name, kind, e, t, flops in rows:

@@ -1,11 +1,12 @@
 """Convolutional training steps, ember (``ember.function``) against PyTorch eager: process CPU
 time of one step, the best of ``--rounds`` interleaved rounds, on one thread (``--threads``).
 
-Cases: the zoo's ResNet-18 (benchmarks/zoo.py's ``train`` case: batch 64, width 16, SGD with
-momentum), and ResNet-50-like bottleneck blocks without batch norm (biases instead, as a
-network whose batch norms are folded trains): a downsampling block (1x1 - 3x3 stride 2 - 1x1,
-the strided 1x1 shortcut with its bias, the sum and ReLU) and an identity block, 64 -> 256
-channels on 16x16 planes, batch 16, then global average pooling and a linear layer.
+Cases: the zoo's models (benchmarks/zoo.py's ``train`` case, e.g. ``resnet18``: batch 64, width
+16, SGD with momentum; ``unet``, ``mobilenet_v2``), and ResNet-50-like bottleneck blocks without
+batch norm (biases instead, as a network whose batch norms are folded trains): a downsampling
+block (1x1 - 3x3 stride 2 - 1x1, the strided 1x1 shortcut with its bias, the sum and ReLU) and an
+identity block, 64 -> 256 channels on 16x16 planes, batch 16, then global average pooling and a
+linear layer.
 The first call of each variant (tracing, compiling, calibrating) is not timed; the two
 frameworks' first losses are compared before timing.
 
@@ -50,7 +51,7 @@ def _bottleneck_net(lib, width=64, out=256):
 
 def _case(name: str, torch):
     """(ember model, torch model, input array, labels, optimizer factory args)."""
-    if name == "resnet18":
+    if name in zoo.SPECS:
         spec = zoo.SPECS[name]
         x, y = zoo.inputs(name, spec.train_batch, seed=0)
         ember.manual_seed(0)
@@ -72,7 +73,7 @@ def _case(name: str, torch):
 def _step(lib, model, opt, x, y):
     def step():
         opt.zero_grad()
-        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss = zoo.loss(lib, model(x), y)
         loss.backward()
         opt.step()
         return loss

@@ -50,6 +50,7 @@ from . import (
     cconv_side,
     cconv_split,
     cconv_step_choice,
+    cconv_taps,
     cconv_wide,
     chalf,
     conv_plan,
@@ -61,8 +62,9 @@ from .cmicro import KC
 from .conv_plan import ELEMENT_COST, RUN_COST, Plan, charge
 from .cstep import STEP_CALL, data_address, function_address
 
-# one library: the column-panel kernels and the channels-wide forward (kernels/cconv_wide.py)
-SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE
+# one library: the column-panel kernels and the channels-wide forwards (kernels/cconv_wide.py,
+# and kernels/cconv_taps.py's over blocks of samples, which packs its weight as the former)
+SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE + cconv_taps.TAPS_SOURCE
 cconv_step_choice.use_source(SOURCE)
 
 __all__ = [
@@ -306,7 +308,20 @@ def conv_forward(x, w, p: Plan, groups: int, bias=None, relu=False, mask=None, r
 def residual_slot(made, dtype) -> int:
     """The slot of a `forward_step`'s argument block (``made``: what it returned for ``dtype``)
     that takes the residual its store adds."""
-    return _RESIDUAL_SLOT[made[0] is _step_function(np.dtype(dtype), _WIDE)]
+    return _RESIDUAL_SLOT[bool(_channels_wide(made[0], np.dtype(dtype)))]
+
+
+def _channels_wide(step, dtype: np.dtype) -> int:
+    """Whether ``step`` runs a channels-wide layout, whose argument block's slots for the
+    packed weight's flags and the residual are kernels/cconv_wide.py's: 0 (the column panels),
+    1 (its packed weight kernels/cconv_wide.py's panels), 2 (its own panels:
+    kernels/cconv_taps.py's wider blocking)."""
+    if step is _step_function(dtype, _WIDE):
+        return 1
+    for blocking in cconv_taps.VARIANTS:
+        if step is _step_function(dtype, cconv_taps.step_name(blocking)):
+            return 1 if cconv_taps.shares_panels(blocking) else 2
+    return 0
 
 
 class _Into(NamedTuple):
@@ -367,14 +382,16 @@ def _forward(
             args[0], args[1], args[3] = data_address(x), data_address(w), data_address(out)
             pack = None  # a parameter's panels may be packed already (either layout)
             if x.dtype not in _HALF:  # (kernels/cprepack.py's: float32/float64)
-                if wide:
+                if wide == 1:
                     pack = cconv_wide.use_prepacked(args, w, own_wp)
+                elif wide:  # (its own panels: packed by the call)
+                    pack = None
                 else:  # (a gathered phase packs its own: its w is not the weight's array)
                     pack = cconv_packs.use_column_pack(args, w, own_wp, gather is None)
             bias = None if bias is None else np.ascontiguousarray(bias, x.dtype)
             args[2] = 0 if bias is None else data_address(bias)
             args[4] = 0 if mask is None else data_address(mask)
-            args[_RESIDUAL_SLOT[wide]] = 0 if residual is None else data_address(residual)
+            args[_RESIDUAL_SLOT[bool(wide)]] = 0 if residual is None else data_address(residual)
             call(address if into is None else data_address(args))
             del pack  # (held until the step has read it)
             return out
@@ -489,7 +506,7 @@ def _thread_step(x_shape, w_shape, p: Plan, dtype, relu, any_layout=True, operan
         step, args, keep = made
         size = sum(a.nbytes for a in keep if isinstance(a, np.ndarray))
         call = STEP_CALL(function_address(step))
-        wide = step is _step_function(np.dtype(dtype), _WIDE)
+        wide = _channels_wide(step, np.dtype(dtype))
         found = cache[key] = (call, args, keep, size, int(args[6]), wide, data_address(args))
         # the oldest geometries go, their scratch with them
         while len(cache) > _STEP_CACHE_ENTRIES or (
@@ -549,7 +566,9 @@ def forward_step(
     The column panels read the input relaid where ``split`` is True, or, where it is None,
     where the count says so (`_relayout`): a strided convolution's split by stride phases
     (kernels/cconv_split.py), a stride-1 batch side by side (kernels/cconv_side.py);
-    `forward_into`'s store tables are the plain layout's (False). ``weight_constant``: the
+    `forward_into`'s store tables are the plain layout's (False). ``wide`` and ``split`` both
+    True: the channels-wide layout over blocks of samples, which skips the taps that read the
+    padding (kernels/cconv_taps.py; None where it does not apply). ``weight_constant``: the
     weight is the same unchanging array at every call (a graph's constant), packed once."""
     from . import cpool
 
@@ -579,6 +598,18 @@ def forward_step(
             )  # fmt: skip
     if wide and pairs(dtype):
         return None
+    if wide and split:  # the channels-wide layout over blocks of samples, skipping the padding
+        if not cconv_taps.applies(x_shape, w_shape, p, dtype):
+            return None
+        blocking = cconv_taps.variant(n, w_shape[0], itemsize)
+        step = _step_function(dtype, cconv_taps.step_name(blocking))
+        if step is None:
+            return None
+        args, keep = cconv_taps.step_args(
+            x_shape, w_shape, p, dtype, blocking, clamp_address(relu, dtype), pool, threads,
+            weight_constant,
+        )  # fmt: skip
+        return step, args, (step, *keep)
     if wide:
         step = _step_function(dtype, _WIDE)
         if step is None:
@@ -624,23 +655,30 @@ def conv_input_grad(gy, w, p: Plan, groups: int, bias=None):
     ``gy`` with the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py).
     None where it does not apply."""
     nd = len(p.kernel)
-    if cconv_col2im.wins(gy.shape, w.shape, p, groups, _compute_itemsize(gy.dtype)):
+    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+    lo = [r - lo for r, lo in zip(reach, p.lo)]
+    hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
+    itemsize = _compute_itemsize(gy.dtype)
+    finite = None
+    if cconv_col2im.wins(gy.shape, w.shape, p, groups, itemsize):
         # small gradient planes under a large kernel: the product and a col2im, which
-        # multiply no padding; half precision declined, so ops/conv.py widens it to float32
-        # and rounds once (a 16-bit result is float32's rounded, whichever way float32 sums)
-        return cconv_col2im.input_grad(gy, w, p, groups, bias)
-    if not np.isfinite(w).all():
+        # multiply no padding (unless the forward skips the padding's taps and counts less);
+        # half precision declined, so ops/conv.py widens it to float32 and rounds once (a
+        # 16-bit result is float32's rounded, whichever way float32 sums)
+        finite = bool(np.isfinite(w).all())
+        if not finite or not taps_win(gy.shape, w.shape, p, groups, gy.dtype):
+            return cconv_col2im.input_grad(gy, w, p, groups, bias)
+    if finite is None:
+        finite = bool(np.isfinite(w).all())
+    if not finite:
         # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
         # col2im never adds those products)
         return None
-    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
-    lo = [r - lo for r, lo in zip(reach, p.lo)]
     if any(s != 1 for s in p.stride) or any(v < 0 for v in lo):
         # (phases crop gy where the padding exceeds the kernel's reach)
         from . import cconv_phases
 
         return cconv_phases.input_grad(gy, w, p, groups, conv_forward, forward_into, bias)
-    hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
     from .conv_plan import plan
 
     cout, cg = w.shape[:2]
@@ -651,3 +689,27 @@ def conv_input_grad(gy, w, p: Plan, groups: int, bias=None):
     if p2.out_size != p.in_size:
         return None
     return conv_forward(gy, w2, p2, groups, bias)
+
+
+def taps_win(gy_shape: tuple, w_shape: tuple, p: Plan, groups: int, dtype) -> bool:
+    """Whether a stride-1 input gradient's padded forward, run by kernels/cconv_taps.py's
+    layout (which skips the taps reading the padding), counts less work than the product and
+    col2im (a 3x3 'same' convolution's 4x4 planes; a DCGAN layer's 1x1 planes under a 4x4
+    kernel, whose forward reads one tap in sixteen, counts more); kernels/cconv_workspace.py
+    asks it too."""
+    from .conv_plan import plan
+
+    if len(p.kernel) != 2 or groups != 1 or any(s != 1 for s in p.stride):
+        return False
+    reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
+    lo = [r - low for r, low in zip(reach, p.lo)]
+    hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
+    if min(lo) < 0:
+        return False
+    forward_w = (w_shape[1], w_shape[0]) + tuple(p.kernel)
+    p2 = plan(p.out_size, p.kernel, (1, 1), tuple(zip(lo, hi)), p.dilation)
+    if p2.out_size != p.in_size or not cconv_taps.applies(gy_shape, forward_w, p2, dtype):
+        return False
+    itemsize = _compute_itemsize(dtype)
+    taps = cconv_taps.work(gy_shape, forward_w, p2, itemsize)
+    return taps < cconv_col2im.work(gy_shape, w_shape, p, groups, itemsize)

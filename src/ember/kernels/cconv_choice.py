@@ -1,7 +1,9 @@
 """Which layout an eager forward convolution runs, measured: the column panels' (over the
 input as it is padded, or relaid: a strided convolution's split by stride phases,
 kernels/cconv_split.py, a stride-1 batch side by side, kernels/cconv_side.py) or the
-channels-wide one (kernels/cconv_wide.py), timed on the first call of each geometry.
+channels-wide one (kernels/cconv_wide.py; over blocks of samples, skipping the padding's taps,
+kernels/cconv_taps.py: the way whose (wide, split) are both True), timed on the first call of
+each geometry.
 
 `cconv_wide.wins` counts the two layouts' multiply-adds (padding included); on a 1x1 layer at
 batch one (MobileNet's expansions: 256 positions, 32 rows, 192 channels) the count favours the
@@ -29,7 +31,7 @@ import time
 import numpy as np
 
 from .._env import setting
-from . import cconv_side, cconv_split
+from . import cconv_side, cconv_split, cconv_taps
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import interleaved
 
@@ -99,6 +101,8 @@ def layout(x_shape, w_shape, p, dtype, relu, operands, make) -> tuple | None:
         ways = [(False, False), (True, False)]
         if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]):
             ways.append((False, True))
+        if cconv_taps.applies(x_shape, w_shape, p, dtype):
+            ways.append((True, True))
         for wide, split in ways:
             made = make(x_shape, w_shape, p, dtype, relu, wide=wide, split=split)
             if made is None:

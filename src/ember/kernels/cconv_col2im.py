@@ -27,7 +27,7 @@ import numpy as np
 
 from .cstep import data_address
 
-__all__ = ["input_grad", "wins"]
+__all__ = ["input_grad", "wins", "work"]
 
 _VECTOR_BYTES, _MR = 64, 8  # (kernels/cconv.py's vectors and blocks of output channels)
 
@@ -129,6 +129,15 @@ def wins(gy_shape: tuple, w_shape: tuple, p, groups: int, itemsize: int) -> bool
     padded = -(-math.prod(p.in_size) // (phases * panel)) * panel
     positions = math.prod(p.out_size)
     return padded * rows * cog > positions * cg * (cog + 2 * lanes)
+
+
+def work(gy_shape: tuple, w_shape: tuple, p, groups: int, itemsize: int) -> float:
+    """The product's and col2im's counted work in vector multiply-adds (`wins`' count over the
+    batch: a col2im addition as two), to weigh against kernels/cconv_taps.py's `work`."""
+    n, cog, cg = gy_shape[0], gy_shape[1] // groups, w_shape[1]
+    lanes = _VECTOR_BYTES // itemsize
+    taps, positions = math.prod(p.kernel), math.prod(p.out_size)
+    return n * groups * positions * cg * taps * (cog + 2 * lanes) / lanes
 
 
 def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.ndarray | None:

@@ -3,9 +3,10 @@ constant's, an epilogue's: kernels/cconv.py's `forward_step` left to choose), me
 machine and geometry when the step is built, and cached on disk.
 
 The counted choice (`cconv_wide.wins`, kernels/cconv.py's `_relayout`) counts multiply-adds and
-packed runs; it misses stores, the relaid copy and how short rows stream (a 256 -> 1024 1x1
-layer on 14x14 planes at batch 8: counted channels-wide at 0.62 ms, the column panels ran it in
-0.51 ms). The eager forward times the layouts on its first call's operands
+packed runs (never picking kernels/cconv_taps.py's layout, the (True, True) way, which is only
+measured); it misses stores, the relaid copy and how short rows stream (a 256 -> 1024 1x1 layer
+on 14x14 planes at batch 8: counted channels-wide at 0.62 ms, the column panels ran it in 0.51
+ms). The eager forward times the layouts on its first call's operands
 (kernels/cconv_choice.py), but a step is built before any operand exists and runs for the
 program's life, so here the candidate steps run on random operands of the step's shapes when
 it is built: the counted choice is held unless another layout is `clearly_faster` (kernels/
@@ -107,7 +108,7 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
     now with ``make(wide=..., split=...)`` (kernels/cconv.py's `forward_step` for the
     geometry: (step, argument block, kept) or None) and cached; ``counted`` is the counted
     choice, the one held unless another layout is clearly faster."""
-    from . import cconv_side, cconv_split, cpool
+    from . import cconv_side, cconv_split, cconv_taps, cpool
 
     threads = cpool.get_num_threads()
     key = _key(x_shape, w_shape, p, dtype, threads, constant)
@@ -117,6 +118,8 @@ def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> t
     ways = [(False, False), (True, False)]
     if cconv_split.split_of(p) is not None or cconv_side.side_of(p, x_shape[0]) is not None:
         ways.append((False, True))
+    if cconv_taps.applies(x_shape, w_shape, p, dtype):
+        ways.append((True, True))
     candidates = {}
     for way in ways:
         made = make(wide=way[0], split=way[1])

@@ -48,6 +48,7 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         op == "conv_input_grad"
         and dtype.itemsize >= 4
         and cconv_col2im.wins(a_shape, b_shape, p, groups, item)
+        and not cconv.taps_win(a_shape, b_shape, p, groups, dtype)
     ):
         # the gradient with its channels innermost beside the product's result, the columns
         n, cout, cg = a_shape[0], b_shape[0], b_shape[1]
