@@ -77,6 +77,11 @@ def _compare(got, want, tol):
 
 @pytest.mark.parametrize("name, kind, opset", IMPORTS)
 def test_pytorch_exports_import_as_onnxruntime_runs_them(tmp_path, name, kind, opset):
+    with torch.random.fork_rng():  # (the seeds below leave PyTorch's generator as it was)
+        _import_case(tmp_path, name, kind, opset)
+
+
+def _import_case(tmp_path, name, kind, opset):
     if kind == "dy":
         pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs it")
     path = tmp_path / f"{name}.onnx"
@@ -113,6 +118,11 @@ EXPORTS = [
 
 @pytest.mark.parametrize("name, opset", EXPORTS)
 def test_ember_exports_run_in_onnxruntime_as_in_ember(tmp_path, name, opset):
+    with ember.random.fork_rng():  # (the seed below leaves ember's generator as it was)
+        _export_case(tmp_path, name, opset)
+
+
+def _export_case(tmp_path, name, opset):
     ezoo = _zoo_on_ember()
     cls, make = ezoo.MODELS[name]
     ember.manual_seed(0)
