@@ -30,8 +30,7 @@ CASES = {**base.CASES, **third.CASES, **more.CASES}
 def _outputs(values) -> list:
     values = values if isinstance(values, (tuple, list)) else (values,)
     return [
-        [np.asarray(t) for t in v] if isinstance(v, list) else np.asarray(v.numpy())
-        for v in values
+        [np.asarray(t) for t in v] if isinstance(v, list) else np.asarray(v.numpy()) for v in values
     ]
 
 
