@@ -112,7 +112,7 @@ def _zoo_on_ember():
 EXPORTS = [
     *[(n, 13) for n in ("masks", "embbag", "seq2seq", "superres", "detect", "densenet")],
     *[(n, 13) for n in ("stylenet", "moe", "sorting", "conformer", "bilstm", "half")],
-    *[(n, 17) for n in ("masks", "embbag", "gnn", "alibi", "unet_t", "conv3d", "mixer")],
+    *[(n, 17) for n in ("gnn", "alibi", "unet_t", "conv3d", "mixer")],
 ]
 
 
