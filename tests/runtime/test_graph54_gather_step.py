@@ -24,7 +24,7 @@ def _graph(fn, *arrays):
 
 @needs_c
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
-@pytest.mark.parametrize("x_dtype", [np.float32, np.float64, np.int64, np.float16])
+@pytest.mark.parametrize("x_dtype", [np.float32, np.float64, np.int64, np.float16, np.uint8])
 def test_gather_steps_are_np_take(idx_dtype, x_dtype):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((5, 7, 3)).astype(x_dtype)
@@ -44,6 +44,24 @@ def test_gather_steps_are_np_take(idx_dtype, x_dtype):
         want = np.take(x, idx, axis=axis)
         assert got.dtype == want.dtype and np.array_equal(got, want)
         assert np.array_equal(got, compile_graph(graph)(x, idx)[0])
+
+
+@needs_c
+def test_units_of_sixteen_bytes_are_np_take():
+    """A 16-byte unit (complex128 along the last axis; graphs keep complex values off C steps,
+    so the step is called directly)."""
+    from ember.kernels import cgather
+    from ember.kernels.cstep import STEP_CALL, data_address
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 5)) + 1j * rng.standard_normal((4, 5))).astype(np.complex128)
+    idx = np.array([4, -1, 0, 2, -5, 3], np.int64)
+    step = cgather.gather_c_step(x.shape, x.dtype, idx.shape, idx.dtype, 1)
+    out = np.empty((4, 6), np.complex128)
+    for slot, _, _ in step.slots:  # (slots 0, 1, 2: x, idx, the result)
+        step.args[slot] = data_address((x, idx, out)[slot])
+    STEP_CALL(step.fn)(data_address(step.args))
+    assert np.array_equal(out, np.take(x, idx, axis=1))
 
 
 @needs_c

@@ -33,8 +33,9 @@ from .embedding import embedding
 def _bags(op: str, idx, offsets, include_last_offset: bool):
     """(flat indices, each one's bag, the bounds, the number of bags). Where the bags are known
     in NumPy (a 2-D input, or offsets with data), the bounds are their row splits (bags + 1
-    positions in the flat input, from 0 to its length) and each one's bag is None; else the
-    bounds are None and each one's bag is computed in ember ops."""
+    positions in the flat input, from 0 to its length) and each one's bag is None; a 2-D input
+    of symbolic sizes has neither (its bags are its rows: `_row_bags`); else the bounds are
+    None and each one's bag is computed in ember ops."""
     if idx.ndim == 2:
         if offsets is not None:
             raise ArgumentError(
@@ -42,6 +43,8 @@ def _bags(op: str, idx, offsets, include_last_offset: bool):
                 "fixed-length bags"
             )
         b, length = idx.shape
+        if not (isinstance(b, int) and isinstance(length, int)):
+            return E.reshape(idx, (-1,)), None, None, b
         return E.reshape(idx, (-1,)), None, np.arange(b + 1, dtype=np.int64) * length, b
     if idx.ndim != 1:
         raise ShapeError(
@@ -111,6 +114,28 @@ def _known_bags(mode: str, rows, keep, bounds: np.ndarray, kept):
     else:
         divisor = E.clamp(counts, min=1)
     return total / E.unsqueeze(divisor, 1)
+
+
+def _row_bags(mode: str, rows, keep, shape):
+    """The bags of a 2-D input of ``shape`` whose sizes are symbolic (a batch traced for
+    export): each row one bag, reduced over the row's axis; a bag with no kept entries is a
+    zero row, as `_known_bags`."""
+    grid = (*shape, rows.shape[-1])
+    if mode == "max":
+        if keep is not None:
+            rows = E.where(E.unsqueeze(keep, 1), rows, float("-inf"))
+        best = E.amax(E.reshape(rows, grid), 1)
+        if keep is None:
+            return best
+        return E.where(E.unsqueeze(E.any(E.reshape(keep, shape), 1), 1), best, 0)
+    total = E.sum(E.reshape(rows, grid), 1)
+    if mode == "sum":
+        return total
+    if keep is None:
+        counts = E.sum(E.ones_like(E.reshape(rows, grid)[..., :1]), 1)
+    else:
+        counts = E.unsqueeze(E.sum(E.cast(E.reshape(keep, shape), rows.dtype), 1), 1)
+    return total / E.clamp(counts, min=1)
 
 
 def _traced_bags_max(rows, bag, keep, bags: int):
@@ -216,6 +241,8 @@ def embedding_bag(
         rows = E.where(E.unsqueeze(keep, 1), rows, 0)
     if bounds is not None:
         return _known_bags(mode, rows, keep, bounds, kept)
+    if bag is None:
+        return _row_bags(mode, rows, keep, idx.shape)
     if mode == "max":
         return _traced_bags_max(rows, bag, keep, bags)
     total = E.index_add(E.zeros((bags, dim), dtype=weight.dtype), 0, bag, rows)

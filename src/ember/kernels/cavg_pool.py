@@ -14,8 +14,14 @@ NumPy's. Rows with enough output columns inside the input take them a vector at 
 widest of 64, 32 or 16 bytes they fill; strides 1 and 2: whole or even/odd lanes) rather
 than in passes along the row, whose totals go through memory at every window offset.
 
+Planes whose rows hold too few such outputs for a 64-byte vector (small planes, late in a CNN,
+and strides of 3 or more) go a block of planes at a time instead, one plane per lane: the
+block's planes copied interleaved, each output's window summed by whole vectors in window
+order, so each lane is one output's chain as the scalar columns compute it.
+
 Geometry is an argument (one library per dtype): D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW,
-PD, PH, PW; 1-d and 2-d poolings are 3-d ones with leading sizes of one. The divisors come
+PD, PH, PW, then whether planes go in blocks; 1-d and 2-d poolings are 3-d ones with leading
+sizes of one. The divisors come
 from the caller (the op's own, per output position). float32 and float64 only (None
 otherwise: the NumPy kernel runs).
 """
@@ -23,6 +29,7 @@ otherwise: the NumPy kernel runs).
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -35,6 +42,7 @@ _C = {np.dtype(np.float32): ("float", "int"), np.dtype(np.float64): ("double", "
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-std=gnu11")
 
 _SOURCE = r"""
+#include <stdlib.h>
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 struct job { const T *x; T *out; const T *div; const long *g; };
@@ -181,8 +189,8 @@ WIDE_PLANES(planes64, 64)
 WIDE_PLANES(planes32, 32)
 WIDE_PLANES(planes16, 16)
 
-static void planes(void *job_, long lo, long hi) {
-  const struct job *j = job_;
+/* planes [lo, hi) one at a time, rows in vectors where they are wide enough */
+static void rows_of_planes(const struct job *j, long lo, long hi) {
   const long *g = j->g;
   const long W = g[2], OW = g[5], KW = g[8], SW = g[11], PW = g[14];
   /* the columns whose windows lie inside the row: ow * SW - PW >= 0, ow * SW - PW + KW <= W */
@@ -196,10 +204,71 @@ static void planes(void *job_, long lo, long hi) {
   else narrow_planes(j, lo, hi);
 }
 
+/* CN planes at once, one plane per lane of a 64-byte vector: the planes' elements copied
+   interleaved (element i of plane p at i * CN + p), each output position's window then summed
+   by whole vectors in window order onto its start (as COLUMN: -0.0 where the window lies wholly
+   inside, +0.0 where it covers padding), divided, and copied back plane by plane. Every lane
+   is COLUMN's chain for its plane, so the bits are the same; it takes planes whose rows fill no
+   64-byte vector of outputs (small planes, strides of 3 and more), where the rows' own vectors
+   are short or absent. ``xt`` and ``ot``: scratch of D*H*W and OD*OH*OW vectors. */
+enum { CN = 64 / sizeof(T) };
+static void channel_block(const struct job *j, long p0, T *xt, T *ot) {
+  typedef T V __attribute__((vector_size(64), aligned(sizeof(T)), may_alias));
+  const long *g = j->g;
+  const long D = g[0], H = g[1], W = g[2], OD = g[3], OH = g[4], OW = g[5];
+  const long KD = g[6], KH = g[7], KW = g[8], SD = g[9], SH = g[10], SW = g[11];
+  const long PD = g[12], PH = g[13], PW = g[14];
+  const long plane = D * H * W, oplane = OD * OH * OW;
+  const T *x = j->x + p0 * plane;
+  for (long i = 0; i < plane; i++)
+    for (long p = 0; p < CN; p++) xt[i * CN + p] = x[p * plane + i];
+  const T *div = j->div;
+  V *o = (V *)ot;
+  for (long od = 0; od < OD; od++) {
+    const long d0 = od * SD - PD;
+    const long da = d0 < 0 ? -d0 : 0, db = d0 + KD > D ? D - d0 : KD;
+    for (long oh = 0; oh < OH; oh++) {
+      const long h0 = oh * SH - PH;
+      const long ha = h0 < 0 ? -h0 : 0, hb = h0 + KH > H ? H - h0 : KH;
+      const int rows_whole = da == 0 && db == KD && ha == 0 && hb == KH;
+      for (long ow = 0; ow < OW; ow++, o++, div++) {
+        const long w0 = ow * SW - PW;
+        const long wa = w0 < 0 ? -w0 : 0, wb = w0 + KW > W ? W - w0 : KW;
+        const T start = rows_whole && wa == 0 && wb == KW ? (T)-0.0 : (T)0.0;
+        V acc = start - (V){};
+        for (long kd = da; kd < db; kd++)
+          for (long kh = ha; kh < hb; kh++) {
+            const V *row = (const V *)xt + ((d0 + kd) * H + h0 + kh) * W + w0;
+            for (long kw = wa; kw < wb; kw++) acc += row[kw];
+          }
+        *o = acc / *div;
+      }
+    }
+  }
+  T *out = j->out + p0 * oplane;
+  for (long i = 0; i < oplane; i++)
+    for (long p = 0; p < CN; p++) out[p * oplane + i] = ot[i * CN + p];
+}
+
+static void planes(void *job_, long lo, long hi) {
+  const struct job *j = job_;
+  const long *g = j->g;
+  if (g[15] && hi - lo >= CN) { /* blocks of CN planes (scratch within g[15]'s budget) */
+    const long plane = g[0] * g[1] * g[2], oplane = g[3] * g[4] * g[5];
+    T *xt = aligned_alloc(64, (size_t)(plane + oplane) * CN * sizeof(T));
+    if (xt) {
+      for (; lo + CN <= hi; lo += CN) channel_block(j, lo, xt, xt + plane * CN);
+      free(xt);
+    }
+  }
+  if (lo < hi) rows_of_planes(j, lo, hi);
+}
+
 void avg_pool(const T *x, T *out, long count, const T *div, const long *g, ember_pool pool) {
   struct job j = {x, out, div, g};
   long work = count * g[3] * g[4] * g[5] * g[6] * g[7] * g[8];
-  if (pool && count > 1 && work >= (1L << 18)) pool(planes, &j, count, 1);
+  /* (blocked planes: chunks of whole blocks) */
+  if (pool && count > 1 && work >= (1L << 18)) pool(planes, &j, count, g[15] ? CN : 1);
   else planes(&j, 0, count);
 }
 
@@ -241,8 +310,8 @@ def _library(dtype: np.dtype, symbol: str, argtypes: list):
 
 
 def lifted_geometry(in_size, out_size, kernel, stride, padding) -> np.ndarray | None:
-    """The kernel's geometry block (int64) of a 1-d to 3-d pooling, lifted to 3-d; None for
-    other ranks or sizes not known."""
+    """The kernel's geometry block (int64) of a 1-d to 3-d pooling, lifted to 3-d, and whether
+    planes go a block at a time (`_blocked`); None for other ranks or sizes not known."""
     nd = len(kernel)
     sizes = (in_size, out_size, kernel, stride, padding)
     if not 1 <= nd <= 3 or not all(isinstance(v, int) for s in sizes for v in s):
@@ -250,7 +319,32 @@ def lifted_geometry(in_size, out_size, kernel, stride, padding) -> np.ndarray | 
     lift = 3 - nd
     ones, zeros = (1,) * lift, (0,) * lift
     block = (*ones, *in_size, *ones, *out_size, *ones, *kernel, *ones, *stride, *zeros, *padding)
-    return np.array(block, np.int64)
+    blocked = _blocked(in_size, out_size, kernel, stride, padding)
+    return np.array((*block, int(blocked)), np.int64)
+
+
+def _blocked(in_size, out_size, kernel, stride, padding) -> bool:
+    """Whether planes go a block of one 64-byte vector's lanes at a time (the C `channel_block`):
+    where the rows' own vectors would hold fewer than 64 bytes of outputs whose windows lie
+    inside the row and the windows overlap (each element read several times), or the rows take
+    no vectors at all (fewer than 16 bytes of such outputs, strides of 3 or more); and a
+    block's copies of its
+    planes (the input's and the output's, float64 lanes: the wider dtype) fit in half of one
+    core's L2 cache, beside the data they are copied from."""
+    from .cache_sizes import l2_bytes
+
+    w, ow, kw, sw, pw = in_size[-1], out_size[-1], kernel[-1], stride[-1], padding[-1]
+    first = -(-pw // sw)
+    last = min(ow, (w + pw - kw) // sw + 1) if w + pw - kw >= 0 else 0
+    inside = last - first if sw <= 2 else 0
+    if inside * 4 >= 64:  # (counted in float32 lanes: float64 rows of 8 to 15 go in blocks too)
+        return False
+    if math.prod(kernel) <= math.prod(stride) and inside * 4 >= 16:
+        # windows that do not overlap read each element once: the copies would cost what the
+        # rows' own shorter vectors lose
+        return False
+    scratch = (math.prod(in_size) + math.prod(out_size)) * 64
+    return scratch <= l2_bytes() // 2
 
 
 def avg_pool(x: np.ndarray, geometry: np.ndarray, div: np.ndarray) -> np.ndarray | None:

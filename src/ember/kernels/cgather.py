@@ -17,7 +17,26 @@ from .cstep import CStep, data_address, function_address
 __all__ = ["gather_c_step"]
 
 _SOURCE = r"""
+#include <stdint.h>
 #include <string.h>
+typedef struct { uint64_t lo, hi; } ember_u128;
+/* each outer block's m units of TYPE picked by the indices (made non-negative once per block
+   of the indices' types: the loop the compiler unrolls has no branch on the index width) */
+#define GATHER_UNITS(TYPE)                                                         \
+  for (long o = 0; o < outer; o++) {                                               \
+    const TYPE *src = (const TYPE *)x + o * n;                                     \
+    TYPE *dst = (TYPE *)out + o * m;                                               \
+    if (wide)                                                                      \
+      for (long i = 0; i < m; i++) {                                               \
+        long k = (long)((const long long *)ix)[i];                                 \
+        dst[i] = src[k < 0 ? k + n : k];                                           \
+      }                                                                            \
+    else                                                                           \
+      for (long i = 0; i < m; i++) {                                               \
+        long k = (long)((const int *)ix)[i];                                       \
+        dst[i] = src[k < 0 ? k + n : k];                                           \
+      }                                                                            \
+  }
 /* a: x, idx, out, outer, n (x's size along the axis), m (the indices), chunk (bytes of the
    trailing axes), idx's itemsize (4 or 8), the failed flag's address */
 void gather_step(const long *a) {
@@ -32,6 +51,15 @@ void gather_step(const long *a) {
       *failed = 1;
       return;
     }
+  }
+  /* runs of 1 to 16 bytes (a gather along the last axis: nearest resizing's columns, a
+     lookup of scalars) copied as one load and store each, not a call of memcpy each */
+  switch (chunk) {
+    case 1: GATHER_UNITS(uint8_t) return;
+    case 2: GATHER_UNITS(uint16_t) return;
+    case 4: GATHER_UNITS(uint32_t) return;
+    case 8: GATHER_UNITS(uint64_t) return;
+    case 16: GATHER_UNITS(ember_u128) return;
   }
   for (long o = 0; o < outer; o++)
     for (long i = 0; i < m; i++) {

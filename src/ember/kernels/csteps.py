@@ -72,6 +72,24 @@ typedef struct { uint64_t lo, hi; } ember_u128;
     TYPE *o = (TYPE *)out;                                                           \
     for (long i = 0; i < n; i++) memcpy(o + i, s + i * estep, sizeof(TYPE));         \
   }
+/* the block's `inner` columns (each `rows` elements in a run, columns `step` bytes apart)
+   written interleaved: out[r * inner + i] = column i's element r (spelled out per column
+   count, constant strides the vectorizer turns into shuffles) */
+#define ZIP_INTO(TYPE, K)                                                            \
+  {                                                                                  \
+    TYPE *o = (TYPE *)out;                                                           \
+    for (long r = 0; r < rows; r++)                                                  \
+      for (long i = 0; i < K; i++) o[r * K + i] = ((const TYPE *)(src + i * step))[r]; \
+  }
+#define ZIP_COLUMNS(TYPE)                                                            \
+  {                                                                                  \
+    if (inner == 2)                                                                  \
+      ZIP_INTO(TYPE, 2)                                                              \
+    else if (inner == 3)                                                             \
+      ZIP_INTO(TYPE, 3)                                                              \
+    else                                                                             \
+      ZIP_INTO(TYPE, 4)                                                              \
+  }
 void ember_strided_copy_step(const long *a) {
   char *out = (char *)a[0];
   const char *in = (const char *)a[1] + a[4];
@@ -84,10 +102,21 @@ void ember_strided_copy_step(const long *a) {
   long unit = step == size ? inner * size : size, n = step == size ? 1 : inner;
   long estep = step == size ? unit : step;
   for (long d = 0; d < lead; d++) outer *= shape[d];
+  /* rows of 2 to 4 elements far apart whose columns are runs (a pixel shuffle's or a tiled
+     transposed convolution's interleave: the block's rows read down its columns): the
+     block's few columns zipped, each read as a run and written every `inner` elements */
+  const int zip = nd > 1 && inner >= 2 && inner <= 4 && rstep == size && step != size &&
+                  (size == 4 || size == 8);
   for (long o = 0; o < outer; o++) {
     const char *src = in;
     for (long d = 0; d < lead; d++) src += idx[d] * stride[d];
-    if (n == 1 && rstep == unit) { /* the whole block is one run */
+    if (zip) {
+      if (size == 4)
+        ZIP_COLUMNS(uint32_t)
+      else
+        ZIP_COLUMNS(uint64_t)
+      out += rows * inner * size;
+    } else if (n == 1 && rstep == unit) { /* the whole block is one run */
       memcpy(out, src, (size_t)(rows * unit));
       out += rows * unit;
     } else if (unit == 4) {

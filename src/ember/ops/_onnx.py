@@ -14,6 +14,7 @@ __all__ = [
     "node",
     "reduce",
     "scalar",
+    "select",
     "squeeze",
     "tri_mask",
     "trilu",
@@ -44,6 +45,15 @@ def composite(build):
 def scalar(e, value, like_dtype) -> str:
     """A 0-d constant of ``like_dtype`` (an ember dtype) holding ``value``."""
     return e.constant(np.asarray(value, dtype=dt.as_dtype(like_dtype).np))
+
+
+def select(e, cond: str, x: str, y: str, dtype) -> str:
+    """``x`` where ``cond``, else ``y`` (of ember ``dtype``): Where, or on bool values the same
+    choice in logic ops (onnxruntime implements Where on no bool values, at any opset)."""
+    if dt.as_dtype(dtype) is not dt.bool_:
+        return e.node("Where", [cond, x, y])
+    chosen = e.node("And", [cond, x])
+    return e.node("Or", [chosen, e.node("And", [e.node("Not", [cond]), y])])
 
 
 def log1p(e, x: str, dtype) -> str:
@@ -124,4 +134,4 @@ def trilu(e, x: str, shape, dtype, diagonal: int = 0, upper: bool = False) -> st
     if e.opset >= 14:
         return e.node("Trilu", [x, _size_scalar(e, diagonal)], upper=int(upper))
     keep = tri_mask(e, shape[-2], shape[-1], diagonal, upper)
-    return e.node("Where", [keep, x, e.scalar(0, dtype)])
+    return select(e, keep, x, e.scalar(0, dtype), dtype)

@@ -77,12 +77,16 @@ def _where_workspace(node, layouts) -> int:
     return cond_size + value_bytes(out) + math.prod(y_shape) * item
 
 
+def _onnx_where(e):
+    return _onnx.select(e, *e.inputs, e.out_types[0].dtype)
+
+
 _WHERE = register(
     OpDef(
         name="where",
         float8=True,
         complex=Complex.GRADIENT,
-        onnx=cx.pairs(_onnx.node("Where"), cx.where),
+        onnx=cx.pairs(_onnx_where, cx.where),
         kind="elementwise",
         infer=_where_infer,
         kernel=_where_kernel,

@@ -184,9 +184,20 @@ def _unary(fn, np_fn=None):
 for _name, _fn, _np_fn in (
     ("Abs", E.abs, np.abs),
     ("Neg", E.neg, np.negative),
-    ("Sign", E.sign, np.sign),
 ):
     converter(_name, 1)(_unary(_fn, _np_fn))
+
+
+@converter("Sign", 1)
+def _sign(ctx, x):
+    if lacks_dtype(x):
+        return numpy_op(ctx, np.sign, x, like=0)
+    x = ctx.tensor(x)
+    if not x.dtype.is_floating_point:
+        return E.sign(x)
+    # ONNX's Sign of NaN is NaN (its reference is np.sign), where PyTorch's gives 0
+    return E.where(E.isnan(x), x, E.sign(x))
+
 
 for _name, _fn in (
     ("Exp", E.exp),

@@ -287,19 +287,23 @@ def _conv_transpose(ctx, x, w, bias=None):
 def _unshuffled_product(x, w, kernel: tuple):
     """A transposed convolution whose windows tile the output (strides equal to the kernel, no
     padding or dilation, one group: a U-Net's upsampling): each input position writes its own
-    kernel-sized block, ``x W`` over the channels, so it is one product (positions as rows,
-    the weight as stored, (Cin, Cout * K)) and copies that move each block into place: steps
-    of the C graph runner (conv_input_grad has none) and ember's GEMM, rather than phase by
-    phase through the strided convolution kernels."""
+    kernel-sized block, ``x W`` over the channels, so it is one product, the weight's
+    transpose (Cout * K, Cin) times the positions as columns (Cin, N * S: the input as stored
+    for one sample), and one copy that moves each block into place: steps of the C graph
+    runner (conv_input_grad has none) and ember's GEMM, rather than phase by phase through the
+    strided convolution kernels. (The copy interleaves whole runs of the product's rows, the
+    kernel's last size of them at a time, which the runner's strided copy zips.)"""
     n, cin, *size = x.shape
     nd = len(size)
     cout = w.shape[1]
     w = E.reshape(w if w.dtype == x.dtype else E.cast(w, x.dtype), (cin, -1))
-    # positions as rows (a copy of the small input), the weight as the product's matrix
-    rows = E.transpose(E.reshape(x, (n, cin, int(np.prod(size)))), 1, 2)
-    y = E.matmul(rows, w)  # (N, S, Cout * K)
-    y = E.reshape(y, (n, *size, cout, *kernel))
+    positions = int(np.prod(size))
+    columns = E.reshape(x, (n, cin, positions))
+    if n > 1:  # (the samples' positions side by side: runs of S copied)
+        columns = E.permute(columns, (1, 0, 2))
+    y = E.matmul(E.transpose(w, 0, 1), E.reshape(columns, (cin, n * positions)))
+    y = E.reshape(y, (cout, *kernel, n, *size))  # (Cout, K1, K2, ..., N, S1, S2, ...)
     # (N, Cout, S1, K1, S2, K2, ...): each spatial size followed by its kernel size
-    order = [0, 1 + nd] + [a for d in range(nd) for a in (1 + d, 2 + nd + d)]
+    order = [1 + nd, 0] + [a for d in range(nd) for a in (2 + nd + d, 1 + d)]
     y = E.permute(y, order)
     return E.reshape(y, (n, cout, *(s * k for s, k in zip(size, kernel))))

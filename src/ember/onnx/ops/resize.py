@@ -158,6 +158,11 @@ def resize_taps(
     return np.clip(index, 0, n_in - 1), w, outside
 
 
+def _picks(weight) -> bool:
+    """Whether taps of ``weight`` pick one source per output (no arithmetic)."""
+    return bool(np.all((weight == 0) | (weight == 1)) and np.all(weight.sum(axis=1) == 1))
+
+
 def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
     """``x`` resized along ``axis`` with the taps of `resize_taps` (ember ops): one gather per
     tap and a weighted sum (a sum over a tap axis would be a slow strided reduction)."""
@@ -166,7 +171,7 @@ def resize_axis(x, axis, index, weight, outside=None, fill=0.0):
     index, weight = index[:, used], weight[:, used]
     wshape = [1] * x.ndim
     wshape[axis] = out
-    if np.all((weight == 0) | (weight == 1)) and np.all(weight.sum(axis=1) == 1):
+    if _picks(weight):
         # one source per output (nearest, or exact hits): a gather, no arithmetic
         pick = index[np.arange(out), np.argmax(weight, axis=1)]
         y = E.index_select(x, axis, constant(pick.astype(np.int64)))
@@ -251,10 +256,18 @@ def _resize(ctx, x, scales, sizes, roi, *, mode, how, nearest_mode, axes=None):
         antialias=bool(ctx.attr("antialias", 0)),
     )
     fill = ctx.attr("extrapolation_value", 0.0)
-    for a, out, scale, axis_roi in zip(axes, outs, factor, rois):
-        if math.isclose(scale, 1.0) and out == shape[a] and axis_roi == (0.0, 1.0):
-            continue
-        index, weight, outside = resize_taps(shape[a], out, scale, roi=axis_roi, **options)
+    taps = [
+        (a, out, resize_taps(shape[a], out, scale, roi=axis_roi, **options))
+        for a, out, scale, axis_roi in zip(axes, outs, factor, rois)
+        if not (math.isclose(scale, 1.0) and out == shape[a] and axis_roi == (0.0, 1.0))
+    ]
+    if all(_picks(weight) for _, _, (_, weight, _) in taps):
+        # one source per output along every axis (nearest): the gathers' order does not change
+        # a value, so the axes that shrink go first and the last axis before the others (its
+        # gather copies elements one by one, the others whole rows): a 2x upsampling copies
+        # half the elements one by one
+        taps.sort(key=lambda t: (t[1] / shape[t[0]], -t[0]))
+    for a, _, (index, weight, outside) in taps:
         compute = resize_axis(compute, a, index, weight, outside, fill)
     if compute.dtype is not out_dtype:
         if not out_dtype.is_floating_point:
