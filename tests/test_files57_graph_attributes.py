@@ -92,7 +92,8 @@ def _with_attribute(structure, node: int, attribute: int, value):
 
 def test_hostile_attributes_load_and_run_or_are_refused(tmp_path):
     """Every attribute of the seed graphs given a seeded half of the hostile values: loaded
-    or refused by name, and what loads runs in the interpreter or raises an EmberError."""
+    or refused by name, and what loads runs (interpreted, and as generated code, whose kernels
+    take the C fast paths) or raises an EmberError."""
     rng = random.Random(fz.seed(57))
     loaded = refused = 0
     for _name, fn, args in _programs():
@@ -109,10 +110,11 @@ def test_hostile_attributes_load_and_run_or_are_refused(tmp_path):
                     refused += 1
                     continue
                 loaded += 1
-                try:
-                    get_executor("interpreter").prepare(graph)(*inputs)
-                except EmberError:
-                    pass
+                for executor in ("interpreter", "codegen"):
+                    try:
+                        get_executor(executor).prepare(graph)(*inputs)
+                    except EmberError:
+                        pass
     assert loaded > 50 and refused > 100  # (both outcomes reached)
 
 
@@ -149,3 +151,18 @@ def test_a_scan_axis_is_checked_and_a_negative_one_runs_everywhere(tmp_path, op)
     for name, run in runs.items():
         (got,) = run(x)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_an_attribute_of_a_kind_the_fast_path_does_not_take_fails_as_a_kernel(tmp_path):
+    """A layer norm's eps given as a string loads (its shape rule does not read eps) and the
+    generated code's fast path raised a raw TypeError; it fails as the interpreter's kernels
+    do, with an EmberError."""
+    _, fn, args = _programs()[2]
+    metadata, arrays, structure = _saved(fn, args, tmp_path)
+    node = next(n for n, r in enumerate(structure["nodes"]) if r.get("op") == "layer_norm")
+    attribute = [key for key, _ in structure["nodes"][node]["attrs"]].index("eps")
+    mutated = _with_attribute(structure, node, attribute, _tagged("x"))
+    graph = load_graph(_write(tmp_path / "m.graph", metadata, arrays, mutated))
+    for executor in ("interpreter", "codegen"):
+        with pytest.raises(EmberError, match="kernel failed"):
+            get_executor(executor).prepare(graph)(*[a.numpy() for a in args])
