@@ -166,3 +166,32 @@ def test_an_attribute_of_a_kind_the_fast_path_does_not_take_fails_as_a_kernel(tm
     for executor in ("interpreter", "codegen"):
         with pytest.raises(EmberError, match="kernel failed"):
             get_executor(executor).prepare(graph)(*[a.numpy() for a in args])
+
+
+def test_a_c_step_refusing_an_attribute_fails_as_a_kernel(tmp_path):
+    """A batch norm's eps given as a tuple loads; building the C graph runner's step raised a
+    raw TypeError: it fails as a kernel, naming the node."""
+    x = ember.randn(2, 2, 4, 4)
+
+    def fn(x):
+        return F.batch_norm(x, ember.zeros(2), ember.ones(2), training=False)
+
+    path = tmp_path / "seed.graph"
+    ember.trace(fn, x, opt_level=3).graph.save(path)
+    metadata, arrays = read_safetensors(str(path), lambda m, p: None)
+    structure = json.loads(metadata["graph"])
+    found = [
+        (n, [key for key, _ in record["attrs"]].index("eps"))
+        for n, record in enumerate(structure["nodes"])
+        if record.get("op") == "batch_norm_eval"
+    ]
+    if not found:
+        pytest.skip("the passes did not leave a batch_norm_eval node")
+    mutated = _with_attribute(structure, *found[0], _tagged((1,)))
+    graph = load_graph(_write(tmp_path / "m.graph", metadata, arrays, mutated))
+    try:
+        steps = cgraph.c_steps(graph)
+    except EmberError as exc:
+        assert "batch_norm_eval" in str(exc) and "kernel failed" in str(exc)
+        return
+    assert steps is None  # (no compiler: no C runner to build)

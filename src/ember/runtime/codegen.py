@@ -125,7 +125,7 @@ profiler = None
 
 # what a kernel raises when its operands or attributes are not what it takes (the eager mode's
 # set, eager.py, with the arithmetic errors of a conversion: int(nan), a float past int64)
-_KERNEL_FAILURES = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError)
+KERNEL_FAILURES = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError)
 
 
 def _reporting_kernel_failures(fn, name: str):
@@ -141,7 +141,7 @@ def _reporting_kernel_failures(fn, name: str):
             raise
         except MemoryError as exc:  # (NumPy's: not a RuntimeError, which PyTorch's is)
             raise OutOfMemoryError(f"out of memory in graph {name}: {exc}") from exc
-        except _KERNEL_FAILURES as exc:
+        except KERNEL_FAILURES as exc:
             raise EmberError(
                 f"kernel failed in graph {name}: {type(exc).__name__}: {exc}", op="run"
             ) from exc
