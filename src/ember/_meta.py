@@ -25,6 +25,8 @@ import threading
 
 import numpy as np
 
+from .errors import ShapeError
+
 # the stand-ins alive plus the `creating` regions open: nonzero, the eager mode checks operands
 # for stand-ins
 active = [0]
@@ -53,9 +55,23 @@ class MetaArray(np.ndarray):
         _count(-1)
 
 
+# (PyTorch refuses a size whose bytes overflow an int64; NumPy, a shape whose nonzero sizes
+# multiply past its index type, even when a 0 makes it empty)
+_MAX_BYTES = 2**63
+
+
 def stand_in(shape, np_dtype) -> MetaArray:
-    """A read-only stand-in of ``shape`` and ``np_dtype`` that holds one element."""
-    return np.broadcast_to(np.zeros((), np_dtype), tuple(shape)).view(MetaArray)
+    """A read-only stand-in of ``shape`` and ``np_dtype`` that holds one element. A size no
+    storage could have (its bytes past an int64, as PyTorch checks: sizes from a file, or
+    ``empty(2**62, 2**62, device="meta")``) raises `ShapeError`, as PyTorch raises its
+    RuntimeError."""
+    shape = tuple(shape)
+    nonzero = 1
+    for size in shape:
+        nonzero *= size or 1
+    if nonzero * np.dtype(np_dtype).itemsize >= _MAX_BYTES:
+        raise ShapeError(f"Storage size calculation overflowed with sizes={list(shape)}")
+    return np.broadcast_to(np.zeros((), np_dtype), shape).view(MetaArray)
 
 
 def is_meta(array) -> bool:

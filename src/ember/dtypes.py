@@ -318,7 +318,7 @@ def as_dtype(value) -> DType:
         return _default_float
     if value is complex:
         return get_default_complex_dtype()
-    if value in _BY_PY:
+    if value.__hash__ is not None and value in _BY_PY:
         return _BY_PY[value]
     if isinstance(value, str):
         d = _BY_NAME.get(value)
@@ -326,7 +326,7 @@ def as_dtype(value) -> DType:
             return d
     try:
         d = _BY_NP.get(np.dtype(value))
-    except TypeError:
+    except (TypeError, ValueError):  # (ValueError: a name NumPy cannot even encode, "\udc80")
         d = None
     if d is None:
         names = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES + FLOAT8_DTYPES)

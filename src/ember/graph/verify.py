@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..dtypes import DType
+from ..symbolic import SymDim
+from ..types import TensorType
 from ._base import GraphBase, GraphError
 from .printer import format_node, format_type
 
@@ -74,7 +77,10 @@ class _Where:
         self.position, self.node = position, node
 
     def __str__(self) -> str:
-        return f"node {self.position} ({format_node(self.node)})"
+        try:
+            return f"node {self.position} ({format_node(self.node)})"
+        except Exception:  # noqa: BLE001 (attributes or types of kinds no printer knows)
+            return f"node {self.position} (a call of {self.node.target})"
 
 
 def _check_subgraphs(node, where: str) -> None:
@@ -92,6 +98,14 @@ def _check_types(node, where: str) -> None:
     except Exception as exc:  # the rule's own error, re-raised with the node's place
         raise GraphError(f"{where}: the rule of {node.op.name} rejects its inputs: {exc}") from exc
     expected = (inferred,) if node.op.num_outputs == 1 else tuple(inferred)
+    for t in expected:
+        if not _well_formed(t):
+            # (a rule passes some attributes through: a loaded file's ``full`` of shape=0 or
+            # dtype=7, whose "type" then broke the comparison below, or named a size of -1)
+            raise GraphError(
+                f"{where}: the rule of {node.op.name} gives no valid type for these attributes "
+                f"({_short(t)})"
+            )
     if len(expected) != len(node.outputs):
         raise GraphError(
             f"{where}: {node.op.name} produces {len(expected)} outputs, the node has "
@@ -103,6 +117,25 @@ def _check_types(node, where: str) -> None:
                 f"{where}: %{v.name} is typed {format_type(v.type)} but {node.op.name} gives "
                 f"{format_type(t)} for these inputs (a shape or dtype mismatch)"
             )
+
+
+def _well_formed(t) -> bool:
+    """Whether ``t`` is a tensor type: a tuple of sizes (whole numbers from 0, or symbolic)
+    and a dtype."""
+    return (
+        isinstance(t, TensorType)
+        and isinstance(t.dtype, DType)
+        and isinstance(t.shape, (tuple, list))
+        and all(isinstance(d, SymDim) or (type(d) is int and d >= 0) for d in t.shape)
+    )
+
+
+def _short(value, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 (a malformed value's repr may fail any way)
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_users(graph) -> None:

@@ -15,6 +15,7 @@ from ..tensor import Tensor
 _PER_TENSOR = {"dtype", "scale", "zero_point"}
 _PER_CHANNEL = {"dtype", "scales", "zero_points", "axis"}
 _STORAGES = {"quint8": np.uint8, "qint8": np.int8, "qint32": np.int32}
+_INT64 = (-(2**63), 2**63)  # the range of a stored integer zero point (an int64 tensor)
 
 
 def integers(arr: np.ndarray) -> np.ndarray:
@@ -47,7 +48,7 @@ def decode(ints: np.ndarray, node, bad) -> Tensor:
     if not isinstance(node, dict) or set(node) not in (_PER_TENSOR, _PER_CHANNEL):
         raise bad(f"quantization parameters {str(node)[:80]!r} have unknown fields")
     name = node["dtype"]
-    if name not in _STORAGES or ints.dtype != _STORAGES[name]:
+    if not isinstance(name, str) or name not in _STORAGES or ints.dtype != _STORAGES[name]:
         raise bad(f"a {str(name)[:20]} tensor stored as {ints.dtype}")
     data = Tensor(ints)
     try:
@@ -65,8 +66,9 @@ def decode(ints: np.ndarray, node, bad) -> Tensor:
             raise bad("per-channel parameters should be two lists and an int axis")
         if not 0 <= axis < max(ints.ndim, 1):
             raise bad(f"axis {axis} is out of range for a {ints.ndim}-d tensor")
-        if not all(type(z) in (int, str) for z in zero_points):
-            raise bad("zero points should be ints or hex floats")
+        if not all(type(z) is str or (type(z) is int and _INT64[0] <= z < _INT64[1])
+                   for z in zero_points):  # fmt: skip
+            raise bad("zero points should be int64 integers or hex floats")
         s = Tensor(np.array([_float(v, bad) for v in scales], np.float64))
         floats = any(type(z) is str for z in zero_points)
         z = np.array([_float(v, bad) if floats else v for v in zero_points],

@@ -390,7 +390,10 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
             raise bad(f"a meta tensor of dtype {dtype} with requires_grad {requires_grad}", where)
         key = f"$meta\0{value['id']}"
         if key not in made:  # (no data: a stand-in of its shape, as PyTorch loads one)
-            t = Tensor(_meta.stand_in(tuple(shape), dtype.np))
+            try:
+                t = Tensor(_meta.stand_in(tuple(shape), dtype.np))
+            except EmberError as exc:  # (a size no storage could have)
+                raise bad(f"a meta tensor: {exc.detail}", where) from None
             made[key] = t.requires_grad_() if requires_grad else t
         return made[key]
 
@@ -439,14 +442,24 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
                 op="load",
             )
         if set(value) == {"class", "value"} and issubclass(cls, enum.Enum):
+            member = dec(value["value"], where, depth + 1)
             try:
-                return cls(dec(value["value"], where, depth + 1))
-            except ValueError:
+                return cls(member)
+            except Exception:  # noqa: BLE001 (ValueError; TypeError for an enum of no members)
                 raise bad(f"{_short(value['value'])} is not a member of {name}", where) from None
         if set(value) != {"class", "state"}:
             raise bad(f"an object of {_short(name)} with fields {_short(sorted(value))}", where)
-        obj = cls.__new__(cls)
-        safe_globals.set_state(obj, dec(value["state"], where, depth + 1))
+        state = dec(value["state"], where, depth + 1)
+        # the class's own code runs on the file's state (its __new__, its __setstate__, its
+        # attributes' setters): whatever it raises (a namedtuple's __new__ wanting its fields,
+        # a __class__ or a slot set to a wrong value) is the file's damage, named as such
+        try:
+            obj = cls.__new__(cls)
+            safe_globals.set_state(obj, state)
+        except Exception as exc:  # noqa: BLE001
+            detail = exc.detail if isinstance(exc, EmberError) else f"{type(exc).__name__}: {exc}"
+            what = f"an object of {name} not built from its state ({detail:.200})"
+            raise bad(what, where) from exc
         return obj
 
     def key(k, where: str):
@@ -499,7 +512,11 @@ def decode(structure, arrays: dict[str, np.ndarray], path: str, trusted: bool = 
             parts = [dec(v, where, depth + 1) for v in value]
             if not all(type(v) in (int, float) for v in parts):
                 raise bad(f"a complex number's parts should be numbers, got {_short(value)}", where)
-            return complex(*parts)
+            try:
+                return complex(*parts)
+            except OverflowError:  # (an int past a float's range)
+                what = f"a complex number's part is out of range: {_short(value)}"
+                raise bad(what, where) from None
         if tag in ("$set", "$frozenset") and isinstance(value, list):
             members = [dec(v, _join(where, i), depth + 1) for i, v in enumerate(value)]
             try:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _meta
 from .. import dtypes as dt
-from ..errors import EmberError
+from ..errors import EmberError, ShapeError
 from ..tensor import Tensor
 from . import numpy_values
 
@@ -244,7 +244,11 @@ def _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad):
     size = _ints(size, "size")
     if len(_ints(stride, "stride")) != len(size):
         raise _Damaged(f"a meta tensor has size {size} but stride {stride!r:.80}")
-    return _with_grad(Tensor(_meta.stand_in(size, dtype.np)), requires_grad)
+    try:
+        stand_in = _meta.stand_in(size, dtype.np)
+    except ShapeError as exc:  # (a size no storage could have)
+        raise _Damaged(f"a meta tensor: {exc.detail}") from None
+    return _with_grad(Tensor(stand_in), requires_grad)
 
 
 def _rebuild_parameter(data, requires_grad, backward_hooks):

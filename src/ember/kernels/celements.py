@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .axes import kernel_axis
 from .cstep import data_address
 
 __all__ = ["gather", "scatter_add"]
@@ -158,6 +159,9 @@ def _geometry(shape, index_shape, axis: int):
     """(outer, n, m, inner), or None where the index is smaller than ``shape`` outside the
     axis."""
     if len(shape) != len(index_shape):
+        return None
+    axis = kernel_axis(axis, len(shape))  # (a graph file's axis: the extents come from it)
+    if axis is None:
         return None
     if any(a != b for d, (a, b) in enumerate(zip(shape, index_shape)) if d != axis):
         return None

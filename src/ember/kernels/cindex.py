@@ -39,6 +39,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .axes import kernel_axis
 from .cstep import data_address
 
 __all__ = ["accumulate_slices", "add_slices", "take"]
@@ -155,6 +156,9 @@ def _add(out: np.ndarray, axis: int, idx: np.ndarray, g: np.ndarray, keep: bool)
         return False
     fn, pool = found
     in_shape = out.shape
+    axis = kernel_axis(axis, len(in_shape))  # (a graph file's axis: the extents come from it)
+    if axis is None:
+        return False
     n = in_shape[axis]
     flat = np.ascontiguousarray(idx, np.int64).reshape(-1)
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= n):

@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .axes import kernel_axis
 from .cstep import data_address
 
 __all__ = ["resample", "resample_backward"]
@@ -272,6 +273,9 @@ def _ready(values, i0, i1, w0, w1, axis):
 
 def resample(x, i0, i1, w0, w1, axis: int) -> np.ndarray | None:
     """``take(x, i0, axis) * w0 + take(x, i1, axis) * w1`` (weights along ``axis``), or None."""
+    axis = kernel_axis(axis, np.ndim(x))  # (a graph file's axis: the extents come from it)
+    if axis is None:
+        return None
     ready = _ready(x, i0, i1, w0, w1, axis)
     if ready is None:
         return None
@@ -316,6 +320,9 @@ def _lists(index: np.ndarray, n: int):
 def resample_backward(g, i0, i1, w0, w1, axis: int, size: int) -> np.ndarray | None:
     """Zeros with ``g * w0`` added at ``i0`` along ``axis``, plus ``g * w1`` added at ``i1``
     (each sum in the order of the taps), of ``size`` along the axis; or None."""
+    axis = kernel_axis(axis, np.ndim(g))  # (a graph file's axis: the extents come from it)
+    if axis is None:
+        return None
     ready = _ready(g, i0, i1, w0, w1, axis)
     if ready is None or not isinstance(size, (int, np.integer)) or size < 0:
         return None

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from .axes import kernel_axis
 from .cstep import data_address
 
 __all__ = ["positions"]
@@ -148,6 +149,9 @@ def positions(x: np.ndarray, axis: int, kind: str) -> np.ndarray | None:
     extremes along ``axis``, or None."""
     found = _function(x.dtype, kind)
     if found is None or x.ndim == 0:
+        return None
+    axis = kernel_axis(axis, x.ndim)  # (a graph file's axis: the loop's extents come from it)
+    if axis is None:
         return None
     fn, pool = found
     from .cfuse import PARALLEL_MIN

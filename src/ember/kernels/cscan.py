@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from . import chalf
+from .axes import kernel_axis
 from .cstep import data_address
 
 __all__ = ["available", "cumprod", "cumsum"]
@@ -177,6 +178,9 @@ def cumprod(x: np.ndarray, axis: int) -> np.ndarray | None:
 def _scan(x: np.ndarray, axis: int, op: str) -> np.ndarray | None:
     found = _function(x.dtype, op)
     if found is None or x.ndim == 0 or x.size == 0:
+        return None
+    axis = kernel_axis(axis, x.ndim)  # (a graph file's axis: the loop's extents come from it)
+    if axis is None:
         return None
     fn, pool = found
     from .cfuse import PARALLEL_MIN  # (the fused loops' threshold for waking the pool)

@@ -41,8 +41,15 @@ _ACC = {
 }
 
 
-def _cumsum_infer(x, *, axis):
-    return TensorType(tuple(x.shape), _out_dtype(x.dtype))
+def _scan_infer(name: str):
+    """The shape rule of the scan ``name``: the input's shape along a valid ``axis`` (a graph
+    file's attribute is checked here: the C scan's extents come from it)."""
+
+    def infer(x, *, axis):
+        normalize_axis(name, axis, x.ndim)
+        return TensorType(tuple(x.shape), _out_dtype(x.dtype))
+
+    return infer
 
 
 def _cumsum_vjp(c, g):
@@ -96,7 +103,7 @@ _CUMSUM = register(
         complex=Complex.GRADIENT,
         onnx=oxr.onnx_cumsum,
         kind="reduce",
-        infer=_cumsum_infer,
+        infer=_scan_infer("cumsum"),
         kernel=_cumsum_kernel,
         fast=_scan_fast("cumsum"),
         workspace=_scan_workspace,
@@ -221,7 +228,7 @@ _CUMPROD = register(
         name="cumprod",
         onnx=_onnx_cumprod,
         kind="reduce",
-        infer=lambda x, *, axis: TensorType(tuple(x.shape), _out_dtype(x.dtype)),
+        infer=_scan_infer("cumprod"),
         kernel=_cumprod_kernel,
         vjp=_cumprod_vjp,
         cost=elementwise_cost(1),

@@ -53,11 +53,13 @@ from operator import is_not
 import numpy as np
 
 from ..errors import EmberError
+from ..graph.printer import format_node
 from ..kernels.cstep import STEP_CALL, data_address
 from ..ops._registry import native_code
 from ..ops._view_step import view_c_step
 from ..ops.fused import lone_c_step
 from .cgraph_memory import plan_arena
+from .codegen import KERNEL_FAILURES
 from .prebuild import prebuild
 
 __all__ = ["CGraphProgram", "c_steps", "measure_nodes"]
@@ -187,9 +189,17 @@ def c_steps(graph) -> list | None:
         types = [v.type for v in (*node.inputs, *node.outputs)]
         if not all(isinstance(d, int) for t in types for d in t.shape):
             return None  # (a symbolic size is known only when the graph runs)
-        step = None if hook is None else hook(node)
-        if step is None and node.op.view:  # a view its own rule declines: its elements copied
-            step = view_c_step(node)
+        try:
+            step = None if hook is None else hook(node)
+            if step is None and node.op.view:  # a view its own rule declines: elements copied
+                step = view_c_step(node)
+        except EmberError:
+            raise
+        except KERNEL_FAILURES as exc:  # (a graph file's attribute of a kind it does not take)
+            raise EmberError(
+                f"kernel failed at {format_node(node)}: {type(exc).__name__}: {exc}",
+                op=node.op.name,
+            ) from exc
         if step is None:
             return None
         steps.append(step)

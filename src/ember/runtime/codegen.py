@@ -44,6 +44,7 @@ import weakref
 
 import numpy as np
 
+from ..errors import EmberError, OutOfMemoryError
 from ..graph.interpreter import last_uses
 from ..kernels.ccompile import compiler_available
 from ..ops._registry import native_code
@@ -122,13 +123,40 @@ def _local(value) -> str:
 profiler = None
 
 
+# what a kernel raises when its operands or attributes are not what it takes (the eager mode's
+# set, eager.py, with the arithmetic errors of a conversion: int(nan), a float past int64)
+KERNEL_FAILURES = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError)
+
+
+def _reporting_kernel_failures(fn, name: str):
+    """``fn``, the generated code, raising a kernel's own failure as the interpreter and the
+    eager mode report one: an `EmberError` (an `OutOfMemoryError` for NumPy's MemoryError),
+    not the raw exception of a fast path given what it does not take (a graph file's
+    attribute of another kind: a string eps, a tuple axis)."""
+
+    def run(*arrays):
+        try:
+            return fn(*arrays)
+        except EmberError:
+            raise
+        except MemoryError as exc:  # (NumPy's: not a RuntimeError, which PyTorch's is)
+            raise OutOfMemoryError(f"out of memory in graph {name}: {exc}") from exc
+        except KERNEL_FAILURES as exc:
+            raise EmberError(
+                f"kernel failed in graph {name}: {type(exc).__name__}: {exc}", op="run"
+            ) from exc
+
+    run.__wrapped__ = fn
+    return run
+
+
 class CompiledGraph:
     def __init__(
         self, graph, source: str, fn, in_place: dict | None = None, arena=None, inplace=None
     ):
         self.graph = graph
         self.source = source
-        self._fn = fn
+        self._fn = _reporting_kernel_failures(fn, graph.name)
         # {id(node): {output index: input value}} computed into inputs (the memory plan reads it)
         self.in_place = in_place or {}
         self.arena = arena  # planned execution: the placement (plan/arena.py) its slots follow

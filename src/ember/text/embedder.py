@@ -110,6 +110,25 @@ def _pipeline(directory: str) -> tuple[str, str, bool]:
     return kinds["Transformer"], mode, "Normalize" in kinds
 
 
+_EXITS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _tokenizer_call(path: str, what: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a call into the tokenizers library on the tokenizer read from
+    ``path``: its errors are plain Exceptions, and its panics (a malformed precompiled
+    charsmap in the file indexes past its tables when a text is normalized) pyo3's
+    PanicException, a BaseException; either is the file's damage, raised naming it."""
+    try:
+        return fn(*args, **kwargs)
+    except _EXITS:
+        raise
+    except BaseException as exc:  # noqa: BLE001 (PanicException is no Exception)
+        raise EmberError(
+            f"{path}: the tokenizer failed {what} ({type(exc).__name__}: {str(exc)[:200]})",
+            op=_OP,
+        ) from exc
+
+
 def _tokenizer(path: str, max_length: int):
     try:
         from tokenizers import Tokenizer
@@ -122,19 +141,19 @@ def _tokenizer(path: str, max_length: int):
     # (the Rust parser aborts the process when an allocation fails: a file no memory can
     # parse, taken as a few times its size, is refused here instead)
     check_allocation(4 * os.path.getsize(path), f"{path}: parsing this tokenizer", op=_OP)
-    try:
-        tokenizer = Tokenizer.from_file(path)
-    except Exception as exc:  # the Rust side raises plain Exceptions
-        raise EmberError(f"{path}: not a valid tokenizer.json ({str(exc)[:200]})", op=_OP) from exc
-    tokenizer.no_padding()  # (the file's fixed-length padding: batches pad to their longest)
-    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer = _tokenizer_call(
+        path, "to load: not a valid tokenizer.json", Tokenizer.from_file, path
+    )
+    # (the file's fixed-length padding: batches pad to their longest)
+    _tokenizer_call(path, "to set no padding", tokenizer.no_padding)
+    _tokenizer_call(path, "to truncate", tokenizer.enable_truncation, max_length=max_length)
     return tokenizer
 
 
 def _check_vocabulary(tokenizer, vocab_size: int, path: str) -> None:
     """Refuse a tokenizer that can give ids the model has no embedding for (every text would
     fail on it, far from the file that is wrong)."""
-    ids = tokenizer.get_vocab(with_added_tokens=True).values()
+    ids = _tokenizer_call(path, "to list its vocabulary", tokenizer.get_vocab, True).values()
     largest = max(ids, default=-1)
     if largest >= vocab_size:
         raise EmberError(
@@ -205,7 +224,7 @@ class SentenceEmbedder:
             )
         self.max_seq_length = length
         self.batch_size = batch_size
-        tokenizer_path = os.path.join(transformer, "tokenizer.json")
+        self.tokenizer_path = tokenizer_path = os.path.join(transformer, "tokenizer.json")
         self.tokenizer = _tokenizer(tokenizer_path, length)
         _check_vocabulary(self.tokenizer, self.model.config.vocab_size, tokenizer_path)
         self.pad_id = self.model.config.pad_token_id
@@ -214,7 +233,8 @@ class SentenceEmbedder:
 
     def tokenize(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input_ids, attention_mask, token_type_ids), int64 (n, longest), right-padded."""
-        encodings = self.tokenizer.encode_batch(list(texts))
+        path = self.tokenizer_path
+        encodings = _tokenizer_call(path, "on the texts", self.tokenizer.encode_batch, list(texts))
         cut = [i for i, e in enumerate(encodings) if e.overflowing]
         if cut:
             warnings.warn(
@@ -229,7 +249,30 @@ class SentenceEmbedder:
         for row, e in enumerate(encodings):
             n = len(e.ids)
             ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
+        self._check_encoded(ids, types)
         return ids, mask, types
+
+    def _check_encoded(self, ids, types) -> None:
+        """Refuse, naming the tokenizer's file, what its post-processor can give the model
+        beyond its tables (its special tokens' ids and type ids are the file's own numbers,
+        not its vocabulary's; the tokens it adds can outgrow max_seq_length): else an
+        embedding's index error, far from the file that is wrong."""
+        config = self.model.config
+        checks = [
+            (ids.shape[1] <= self.max_seq_length, f"{ids.shape[1]} tokens", "max_seq_length",
+             self.max_seq_length),
+            (ids.max(initial=0) < config.vocab_size, f"token id {ids.max(initial=0)}",
+             "vocab_size", config.vocab_size),
+            (types.max(initial=0) < config.type_vocab_size, f"token type {types.max(initial=0)}",
+             "type_vocab_size", config.type_vocab_size),
+        ]  # fmt: skip
+        for ok, what, field, limit in checks:
+            if not ok:
+                raise EmberError(
+                    f"{self.tokenizer_path}: the tokenizer gave {what}, past the model's "
+                    f"{field} {limit}",
+                    op=_OP,
+                )
 
     def tokenize_ragged(self, texts: list[str]) -> tuple[RaggedTensor, RaggedTensor]:
         """(input_ids, token_type_ids) as ragged int64 tensors, one row per text: the
