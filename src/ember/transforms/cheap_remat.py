@@ -122,6 +122,8 @@ def _beside_saved(node, forward: set):
     not)."""
     if node.kind != "call" or node.op.kind != "elementwise" or len(node.outputs) != 1:
         return None
+    if node.op.effect is not None:
+        return None
     leaves, seen, stack = [], set(), [node]
     while stack:
         n = stack.pop()
@@ -151,6 +153,7 @@ def _inner(v, forward: set) -> bool:
         producer.kind == "call"
         and id(producer) in forward
         and producer.op.kind == "elementwise"
+        and producer.op.effect is None
         and len(producer.outputs) == 1
         and all(id(u) in forward for u in v.users)
     )
