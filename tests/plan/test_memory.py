@@ -67,13 +67,15 @@ def test_memory_budgets_recompute_activations_and_keep_the_gradients(bare_execut
     reference, ref_fn, ref_program = _compiled("gpt")
     peak = ref_program.memory_plan.peak_bytes
     ref_fn()
-    for fraction in (0.9, 0.7, 0.6, 0.5):
+    for fraction in (0.9, 0.7, 0.6):
         budget = int(fraction * peak)
         example, fn, program = _compiled("gpt", memory_budget=budget)
         assert program.remat.recomputed and program.remat.extra_flops > 0
-        # recomputation alone reaches about 61% (layer_norm is one op each way, whose
-        # backward reads only x and the weight): below that the batch runs in slices as well
-        assert (program.remat.microbatches > 1) == (fraction < 0.61)
+        # recomputation alone reaches about 80% of the plain step's peak (layer_norm is one
+        # op each way, whose backward reads only x and the weight; the plain step already
+        # recomputes its GELU, transforms/cheap_remat.py): below that the batch runs in
+        # slices as well
+        assert (program.remat.microbatches > 1) == (fraction < 0.8)
         assert program.memory_plan.peak_bytes <= budget
         fn()
         for p, q in zip(example.model.parameters(), reference.model.parameters()):
@@ -96,7 +98,7 @@ def test_an_impossible_budget_states_the_minimum_peak():
     params = sum(p.numel() * 4 for p in example.model.parameters())
     floor = 4 * params + example.x.numel() * 4
     minimum = float(str(error.value).split("minimum achievable peak is ")[1].split(" MiB")[0])
-    assert floor / 2**20 < minimum < 0.45 * peak / 2**20
+    assert floor / 2**20 < minimum < 0.6 * peak / 2**20
     assert "the batch in 8 slices" in str(error.value)
     # the error carries the plan of that minimum: what is live at its peak
     assert abs(error.value.plan.peak_bytes / 2**20 - minimum) < 0.01

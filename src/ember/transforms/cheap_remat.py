@@ -6,29 +6,38 @@ across the forward's end, where the step's peak usually is, while the float32 pa
 made from is alive there anyway. An op whose ``remat_free`` rule says its result costs next to
 nothing beside the memory it writes (`cast`) is instead recomputed for its backward readers,
 by transforms/remat.py's `recompute` (a copy just before its first backward reader), where
-the memory plan says that lowers the planned peak. Only values live at the planned peak are
-tried, the casts of the step's inputs at once, others one by one: compiling plans each
-trial as fused and scheduled. The copy runs the same kernel on the same operand, so every
+the memory plan says that lowers the planned peak. So is an elementwise result made from
+values that the backward reads anyway (a GELU's output, which the next product's weight
+gradient reads, from its input, which GELU's own gradient reads; in float32 GELU is its
+composite, whose inner links, `x * 0.5` and `1 + erf(...)`, were each held too): a pass over
+memory, and nothing kept alive that was not. Only values live at the planned peak are tried:
+the casts of the step's inputs at once, the elementwise results at once (every block's
+GELU), others one by one, the largest first; compiling plans each trial as fused and
+scheduled. The copy runs the same kernel on the same operand, so every
 value is bitwise what it was; only where it lives changes.
 
 Unlike a memory budget's rematerialization (transforms/remat.py), this needs no budget and
-never recomputes anything else: it runs on the joint graph of every training step at O3,
-after the exact passes (CSE would merge a copy back into its original) and before fusion (the
-late passes, ``finish``, each trial planned as they leave it: capture/compile.py).
+recomputes no product, reduction or random value: it runs on the joint graph of every
+training step at O3, after the exact passes (CSE would merge a copy back into its original)
+and before fusion (the late passes, ``finish``, each trial planned as they leave it:
+capture/compile.py).
 """
 
 from __future__ import annotations
 
+from ..plan.layout import nbytes
 from .dce import eliminate_dead_code
 from .remat import candidates, forward_nodes, recompute, score
 
-__all__ = ["MAX_ALONE", "MAX_TRIALS", "recompute_cheap"]
+__all__ = ["MAX_ALONE", "MAX_CHAIN", "MAX_TRIALS", "recompute_cheap"]
 
 # trials at most: each fuses, schedules and plans the whole step
 MAX_TRIALS = 8
 # values tried alone per round (a 16-bit copy of a float32 activation, which only pays where
 # its source is alive anyway at the peak: rarely)
 MAX_ALONE = 3
+# elementwise nodes at most in a chain recomputed from saved values (`_beside_saved`)
+MAX_CHAIN = 8
 
 
 def recompute_cheap(graph, plan, *, finish, n_user: int):
@@ -38,10 +47,11 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
 
     Each round tries together such values live at the current plan's peak (only those can
     lower it) whose operands are the step's inputs (parameters, the batch: alive over the
-    whole call, so recomputing only shortens what is held), then each of the others alone
-    (the first `MAX_ALONE`); the first trial that scores lower (remat.py's `score`: the
-    peak, then the memory held over the call) is kept, and the next round looks at the new
-    peak. At most `MAX_TRIALS` trials."""
+    whole call, so recomputing only shortens what is held), then together the elementwise
+    results whose operand the backward reads anyway (`_beside_saved`), then each of the
+    others alone (the largest `MAX_ALONE`); the first trial that scores lower (remat.py's
+    `score`: the peak, then the memory held over the call) is kept, and the next round looks
+    at the new peak. At most `MAX_TRIALS` trials."""
     current = plan(finish(graph.copy()))
     copies: dict = {}
     done: list = []
@@ -49,18 +59,24 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     trials = 0
     while trials < MAX_TRIALS:
         at_peak = {b.name.lstrip("%") for b in current.live_at_peak}
+        forward = forward_nodes(graph, n_user)
         nodes = [
             node
-            for node, _ in candidates(graph, forward_nodes(graph, n_user))
-            if _cheap(node) is not None
+            for node, _ in candidates(graph, forward)
+            if (_cheap(node) is not None or _beside_saved(node, forward) is not None)
             and node.name not in tried
             and any(v.name in at_peak for v in node.outputs)
         ]
         inputs = {id(v) for v in graph.inputs}
-        of_inputs = [n.name for n in nodes if id(_source(_cheap(n))) in inputs]
+        of_inputs = [
+            n.name for n in nodes if _cheap(n) is not None and id(_source(_cheap(n))) in inputs
+        ]
         rest = [n for n in nodes if n.name not in of_inputs]
+        # (every block's GELU output at once: alike blocks peak alike)
+        beside = [n.name for n in rest if _cheap(n) is None]
+        groups = ([of_inputs] if of_inputs else []) + ([beside] if len(beside) > 1 else [])
         kept = None
-        for group in ([of_inputs] if of_inputs else []) + _shared(rest) + _alone(rest):
+        for group in groups + _shared(rest, forward) + _alone(rest):
             if trials >= MAX_TRIALS:
                 break
             trials += 1
@@ -96,18 +112,81 @@ def _cheap(node):
     return _cheap(inner)
 
 
-def _shared(nodes: list) -> list:
+def _beside_saved(node, forward: set):
+    """The value an elementwise ``node`` is recomputed from when that costs a few passes and
+    keeps nothing alive that would not be anyway, else None: its operands that are not 0-d
+    lead, through elementwise forward values nothing in the backward reads (at most
+    `MAX_CHAIN` nodes: GELU written out, ``x * 0.5 * (1 + erf(x / sqrt(2)))``), to values
+    that a backward node reads or the step's inputs, the first such value returned (a GELU's
+    input, read by GELU's gradient; a ReLU's, whose gradient reads its output instead, is
+    not)."""
+    if node.kind != "call" or node.op.kind != "elementwise" or len(node.outputs) != 1:
+        return None
+    if node.op.effect is not None:
+        return None
+    leaves, seen, stack = [], set(), [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if len(seen) > MAX_CHAIN:
+            return None
+        for v in n.inputs:
+            if not v.type.shape:
+                continue
+            readers = [u for w in _views_of(_source(v)) for u in w.users]
+            if v.node.kind == "input" or any(id(u) not in forward for u in readers):
+                leaves.append(v)
+            elif _inner(v, forward):
+                stack.append(v.node)
+            else:
+                return None
+    return leaves[0] if leaves else None
+
+
+def _inner(v, forward: set) -> bool:
+    """Whether ``v`` is a link remat.py's `recompute` copies along: an elementwise forward
+    value of one output that only forward nodes read."""
+    producer = v.node
+    return (
+        producer.kind == "call"
+        and id(producer) in forward
+        and producer.op.kind == "elementwise"
+        and producer.op.effect is None
+        and len(producer.outputs) == 1
+        and all(id(u) in forward for u in v.users)
+    )
+
+
+def _views_of(v) -> list:
+    """``v`` and the views of it, recursively (remat.py's family of a value)."""
+    values, stack = [], [v]
+    while stack:
+        w = stack.pop()
+        values.append(w)
+        for user in w.users:
+            if user.kind == "call" and (user.op.view or user.op.aliases) and user.inputs[0] is w:
+                stack.extend(user.outputs)
+    return values
+
+
+def _shared(nodes: list, forward: set) -> list:
     """Groups of the ``nodes`` recomputed from one value (through views: the query's, key's
     and value's casts of one projection), tried together: alone, each keeps the whole source
     alive for what it frees."""
     by_source: dict = {}
     for n in nodes:
-        by_source.setdefault(id(_source(_cheap(n))), []).append(n.name)
+        operand = _cheap(n)
+        operand = _beside_saved(n, forward) if operand is None else operand
+        by_source.setdefault(id(_source(operand)), []).append(n.name)
     return [names for names in by_source.values() if len(names) > 1]
 
 
 def _alone(nodes: list) -> list:
-    return [[n.name] for n in nodes][:MAX_ALONE]
+    """The first `MAX_ALONE` of ``nodes``, the largest results first: they free the most."""
+    largest = sorted(nodes, key=lambda n: -sum(nbytes(v) for v in n.outputs))
+    return [[n.name] for n in largest][:MAX_ALONE]
 
 
 def _source(v):

@@ -486,17 +486,24 @@ def _grouping(graph: Graph) -> list[list]:
     there (the activation: saved anyway, or kept a little longer), and joins its readers' loop
     (the masked gradient's) if it can, where it is never stored. Which lowers the peak depends
     on the graph: both groupings are fused on copies and planned (plan/memory.py), and the
-    lower peak is taken, at an equal peak the one holding less over the call (an early mask is
-    held from the forward on). A ResNet step's masks held over its forward peak cost more than
-    they save; a transformer's FFN mask, deferred, is computed in its gradient's loop."""
+    lower peak is taken, at an equal peak the lower next highest points (`_score`), then the
+    one holding less over the call (an early mask is held from the forward on). A ResNet
+    step's masks held over its forward peak cost more than they save; a transformer's FFN
+    mask, deferred, is computed in its gradient's loop."""
     groups, early = _groups(graph)
     if not early or not concrete(graph):
         return groups
     deferred = _groups(graph, defer=True)[0]
     early_plan, late_plan = _fused_plan(graph, groups), _fused_plan(graph, deferred)
-    early_score = (early_plan.peak_bytes, sum(early_plan.timeline))
-    late_score = (late_plan.peak_bytes, sum(late_plan.timeline))
-    return groups if early_score <= late_score else deferred
+    return groups if _score(early_plan) <= _score(late_plan) else deferred
+
+
+def _score(plan) -> tuple:
+    """The planned peak, then the next highest points of the timeline, highest first (where
+    both groupings peak alike somewhere they share, the optimizer's updates, the mask held
+    from the forward still raises the backward's high points), then the memory held over the
+    call."""
+    return (sorted(plan.timeline, reverse=True), sum(plan.timeline))
 
 
 def _fused_plan(graph: Graph, groups: list):
