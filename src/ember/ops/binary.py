@@ -25,7 +25,7 @@ from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
 from ._saved_operands import refuses_backward
 from ._unrecorded import direct
-from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
+from ._util import broadcast_shapes, check_fill_value, elementwise_cost, require_same_dtype
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
 
@@ -216,6 +216,7 @@ def _scale(name, y, alpha, dtype):
         )
     if dtype.is_bool:
         return y if alpha else E.zeros_like(y)
+    check_fill_value(name, alpha, dtype)  # (PyTorch converts alpha to the result's dtype)
     if alpha == 1:
         return y
     return y * constant(scalar_array(alpha, dtype))
