@@ -26,6 +26,7 @@ from ._rules import Clamp, Complex, Identity
 from ._saved_operands import refuses_backward
 from ._unrecorded import direct
 from ._util import broadcast_shapes, check_fill_value, elementwise_cost, require_same_dtype
+from .add_alpha import ADD_ALPHA
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
 
@@ -147,6 +148,11 @@ def _binary(
             if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
                 return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
+            if type(alpha) in (int, float) and x.dtype.is_floating_point:
+                # one rounding, PyTorch's fused multiply-add (ops/add_alpha.py)
+                check_fill_value(name, alpha, x.dtype)
+                fused = apply(ADD_ALPHA, x, y, alpha=float(alpha if name == "add" else -alpha))
+                return rename_node(fused, "AddBackward0" if name == "add" else "SubBackward0")
             return apply(op, x, _scale(name, y, alpha, x.dtype))
 
     fn.__name__ = fn.__qualname__ = name
