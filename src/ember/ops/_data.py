@@ -35,7 +35,7 @@ def to_array(data, dtype) -> np.ndarray:
         arr = data
     elif isinstance(data, np.generic):
         arr = np.asarray(data)
-    elif getattr(type(data), "is_sparse", False) is True:  # (ops/sparse_tensor.py's class)
+    elif getattr(type(data), "ember_sparse", False) is True:  # (ops/sparse_tensor.py's classes)
         raise DTypeError(
             "a sparse tensor where a dense one is needed: this function takes dense tensors "
             "(sparse ones go through mm, matmul, addmm, mv, cat, stack, their elementwise "

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..types import TensorType
 from . import _onnx
+from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, register
 from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
@@ -122,10 +123,13 @@ def _kernel(x, y, *, alpha):
     return np.asarray(np.broadcast_to(out, np.broadcast_shapes(x.shape, y.shape)))
 
 
+def _reduce_to(g, t):
+    """A broadcast gradient summed back to its input's shape."""
+    return g if g.shape == t.shape else E.sum_to(g, t.shape)
+
+
 def _vjp(c, g):
     """PyTorch's AddBackward0 with alpha: ``g`` to x, ``g * alpha`` to y (in y's dtype)."""
-    from .binary import _reduce_to
-
     nx, ny = c.needs_input_grad
     alpha = c.attrs["alpha"]
     return (
