@@ -14,8 +14,8 @@ TAKES_LIMITED = (
     "cast", "copy", "reshape", "permute", "getitem", "broadcast_to", "concat", "split",
     "index", "eq", "ne", "mul", "bitwise_and", "bitwise_or", "bitwise_xor", "sum", "cumsum",
     "prod", "any", "all", "argsort", "gather", "unique", "view_dtype", "where",
-    "unique_consecutive", "tile", "pad", "diagonal_view", "unfold_view", "isfinite", "isnan",
-    "isinf", "cumprod",
+    "unique_consecutive", "tile", "pad", "diagonal_view", "unfold_view", "as_strided_view",
+    "isfinite", "isnan", "isinf", "cumprod",
 )  # fmt: skip
 
 
