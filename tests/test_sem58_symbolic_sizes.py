@@ -67,3 +67,18 @@ def test_arange_of_a_size_and_reflect_padding(fallbacks):
         want = program(torch)(torch.tensor(x)).numpy()
         np.testing.assert_allclose(compiled(ember.tensor(x)).numpy(), want, rtol=1e-6)
     assert not fallbacks
+
+
+def test_linspace_of_a_size(fallbacks):
+    def program(m):
+        def f(x):
+            return x * m.linspace(-1.5, 2.0, x.size(1)) + m.linspace(0, 1, x.size(1) + 2)[1:-1]
+
+        return f
+
+    compiled = ember.compile(program(ember), fullgraph=True)
+    for length in (5, 7, 12):
+        x = np.random.RandomState(length).randn(2, length).astype(np.float32)
+        want = program(torch)(torch.tensor(x)).numpy()
+        np.testing.assert_array_equal(compiled(ember.tensor(x)).numpy(), want)
+    assert not fallbacks

@@ -364,9 +364,27 @@ def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
     if d.is_complex or isinstance(start, complex) or isinstance(end, complex):
         wide = np.complex128 if d.is_complex else np.float64
         out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))
+    elif isinstance(steps, SymDim):  # (a graph's symbolic size: the values made as it runs)
+        out = apply(_LINSPACE, start=float(start), end=float(end), steps=steps, dtype=d)
     else:  # (PyTorch's kernel's rounding, bit for bit)
         out = constant(linspace_values(float(start), float(end), int(steps), d.np))
     return out.requires_grad_() if requires_grad else out
+
+
+# ``linspace(a, b, x.size(1))`` in a graph over symbolic sizes: a creation op whose count is
+# the size at run time (a concrete count is a constant, as above)
+_LINSPACE = register(
+    OpDef(
+        name="linspace",
+        kind="creation",
+        infer=lambda *, start, end, steps, dtype: TensorType((steps,), dtype),
+        kernel=lambda *, start, end, steps, dtype: linspace_values(
+            start, end, int(steps), dtype.np
+        ),
+        cost=memory_cost,
+        doc="linspace(start, end, steps, dtype): PyTorch's evenly spaced values, its rounding",
+    )
+)
 
 
 @export
