@@ -169,3 +169,15 @@ def test_integer_and_complex_keep_their_arithmetic():
     c = torch.tensor([1 + 2j, -0.5j], dtype=torch.complex64)
     got = ember.add(_e(c), _e(c), alpha=0.3).numpy()
     np.testing.assert_allclose(got, torch.add(c, c, alpha=0.3).numpy(), rtol=1e-6)
+
+
+def test_alpha_kinds():
+    a, b = _pair(torch.float32, (64,))
+    want = torch.add(a, b, alpha=0.3).numpy()
+    got = ember.add(_e(a), _e(b), alpha=np.float64(0.3)).numpy()  # (a NumPy scalar: fused too)
+    np.testing.assert_array_equal(got, want)
+    for m, x in ((torch, a), (ember, _e(a))):
+        with pytest.raises(RuntimeError, match="alpha must not be a complex number"):
+            m.add(x, x, alpha=1j)
+        with pytest.raises(RuntimeError, match="(B|b)oolean alpha|bool alpha"):
+            m.add(x, x, alpha=True)
