@@ -176,3 +176,18 @@ def test_numpy_kernel_copies_a_non_contiguous_operand():
     a = np.arange(12.0).reshape(3, 4)
     got = AS_STRIDED_VIEW.kernel(a.T, size=(2, 2), stride=(3, 1), offset=1)
     np.testing.assert_array_equal(got, np.ascontiguousarray(a.T).reshape(-1)[[[1, 2], [4, 5]]])
+
+
+def test_onnx_export_against_onnxruntime(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+
+    class Windows(ember.nn.Module):
+        def forward(self, x):
+            return x.as_strided((3, 4), (2, 1), 1) * 2 + x[4:].as_strided((3, 4), (1, 3), 2)
+
+    x = ember.tensor(np.arange(20, dtype=np.float32))
+    path = str(tmp_path / "windows.onnx")
+    ember.onnx.export(Windows(), (x,), path)
+    session = ort.InferenceSession(path)
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_array_equal(got, Windows()(x).numpy())
