@@ -181,3 +181,20 @@ def test_alpha_kinds():
             m.add(x, x, alpha=1j)
         with pytest.raises(RuntimeError, match="(B|b)oolean alpha|bool alpha"):
             m.add(x, x, alpha=True)
+
+
+@pytest.mark.parametrize("alpha", [-1.7, 0.3, 1e-5])
+def test_float64_across_the_whole_range(alpha):
+    """Products past float64's range that x brings back, products below 2**-960, infinities
+    and NaN: the emulation's scaled and special paths, bit for bit (signs too)."""
+    rng = np.random.default_rng(1)
+    edges_x = [np.inf, 1.7e308, -np.inf, 1e-300, 1.0, np.inf, 0.0, -0.0, 5e-324]
+    edges_y = [1e308, 1e308, np.inf, 1e-300, np.nan, -np.inf, -0.0, 1e-320, -5e-324]
+    x, y = (
+        np.concatenate([e, rng.standard_normal(2000) * 10.0 ** rng.integers(-320, 300, 2000)])
+        for e in (edges_x, edges_y)
+    )
+    want = torch.add(torch.from_numpy(x), torch.from_numpy(y), alpha=alpha).numpy()
+    got = ADD_ALPHA.kernel(x, y, alpha=alpha)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import KernelDTypeError
 from ..types import TensorType
 from . import _onnx
 from . import api as E
@@ -36,7 +37,9 @@ def _infer(x, y, *, alpha):
     if y.dtype is not x.dtype:
         require_same_dtype("add", x, y)
     if not x.dtype.is_floating_point:
-        raise TypeError("add_alpha takes floating tensors (integers: add and mul)")
+        raise KernelDTypeError(
+            f"takes floating tensors, got {x.dtype} (integers: add and mul)", op="add_alpha"
+        )
     shape = tuple(x.shape) if x.shape == y.shape else broadcast_shapes("add", x.shape, y.shape)
     return TensorType(shape, x.dtype)
 
@@ -92,24 +95,48 @@ def _split(a):
     return high, a - high
 
 
+def _fused64(x, a, y):
+    """Boldo and Melquiond's emulation of ``x + a * y`` rounded once, for operands whose
+    product neither overflows in Dekker's splitting nor underflows (see the module)."""
+    ph = a * y
+    ah, al = _split(a)
+    yh, yl = _split(y)
+    pl = ((ah * yh - ph) + ah * yl + al * yh) + al * yl  # (Dekker: ph + pl == a * y)
+    th, tl = _two_sum(x, ph)
+    v, verr = _two_sum(tl, pl)
+    return th + _odd(v, verr)
+
+
+# (powers of two: scaling by them is exact away from the range's ends)
+_SCALE = 2.0**64
+_TINY_SCALE = 2.0**256
+
+
 def _fma64(x, alpha, y):
-    """float64 ``x + alpha * y`` rounded once (Boldo and Melquiond's emulation, see module)."""
+    """float64 ``x + alpha * y`` rounded once: the emulation where it is exact; operands of
+    magnitude near float64's largest scaled down by 2**64 first (a product past the range
+    that ``x`` brings back); infinities and NaN as the FMA takes them (an infinite ``x`` plus a
+    finite product is ``x``); a product below 2**-960 scaled up by 2**256 first (a zero
+    product: ``x + 0``, its sign the FMA's)."""
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
         x, y = np.broadcast_arrays(x, y)
         a = np.float64(alpha)
         ph = a * y
-        ah, al = _split(a)
-        yh, yl = _split(y)
-        pl = ((ah * yh - ph) + ah * yl + al * yh) + al * yl  # (Dekker: ph + pl == a * y)
-        th, tl = _two_sum(x, ph)
-        v, verr = _two_sum(tl, pl)
-        fused = th + _odd(v, verr)
         magnitude = np.maximum(np.abs(y) * abs(a), np.abs(x))
-        exact = (
-            np.isfinite(magnitude) & (magnitude < 2.0**995) & (np.abs(ph) > 2.0**-960)
-        )  # (0: x + 0, signs as the FMA)
-        plain = x + ph
-    return np.where(exact, fused, plain)
+        finite = np.isfinite(x) & np.isfinite(y)
+        exact = finite & (magnitude < 2.0**995) & (np.abs(ph) > 2.0**-960)
+        out = np.where(exact, _fused64(x, a, y), x + ph)
+        large = finite & ~(magnitude < 2.0**995)
+        if large.any():
+            scaled = _fused64(x[large] / _SCALE, a, y[large] / _SCALE)
+            out[large] = scaled * _SCALE
+        tiny = finite & (np.abs(ph) <= 2.0**-960) & (magnitude < 2.0**700) & (y != 0)
+        if tiny.any():  # (scaled up past the product's underflow; a subnormal result rounds
+            # twice in the scaling back)
+            scaled = _fused64(x[tiny] * _TINY_SCALE, a, y[tiny] * _TINY_SCALE)
+            out[tiny] = scaled / _TINY_SCALE
+        out = np.where(np.isinf(x) & np.isfinite(y) & np.isfinite(a), x, out)
+    return out
 
 
 def _kernel(x, y, *, alpha):
