@@ -56,8 +56,8 @@ def _binary(name):
     def method(self, other, *args, **kwargs):
         if (
             not isinstance(other, TensorBase)
-            and type(other) not in _NUMBERS  # (a number has no is_sparse: no lookup for it)
-            and getattr(other, "is_sparse", False) is True
+            and type(other) not in _NUMBERS  # (a number has no such flag: no lookup for it)
+            and getattr(other, "ember_sparse", False) is True
         ):
             return NotImplemented
         if _meta.active[0] and name != "matmul":  # (PyTorch's matmul takes both devices)

@@ -69,6 +69,7 @@ _CLIP = [
     dict(lo=None, hi=float("nan")),
 ]
 ATTRS = {
+    "add_alpha": [dict(alpha=0.1), dict(alpha=-1.7), dict(alpha=3.0)],
     "cast": [{"dtype": d} for d in FUSABLE],
     "clip": _CLIP,
     "hardtanh": _BOUNDS,

@@ -68,6 +68,7 @@ def _values(dtype, shape, seed=0, scale=3.0):
 # ops with attributes (written into the loop as constants), and binary ops whose operands
 # share one shape (gradients of activations)
 ATTRS = {
+    "add_alpha": {"alpha": -0.3},
     "clip": {"lo": -0.5, "hi": None},  # (an open bound)
     "hardtanh": {"lo": -1.0, "hi": 2.5},
     "hardtanh_backward": {"lo": -1.0, "hi": 2.5},
@@ -98,7 +99,7 @@ SAME_SHAPE = {
 }
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward", "log_sigmoid_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
-SAME_SHAPE |= {"huber_backward", "smooth_l1_backward"}
+SAME_SHAPE |= {"huber_backward", "smooth_l1_backward", "add_alpha"}
 TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 EXACT |= {
@@ -110,7 +111,7 @@ EXACT |= {
     "relu_backward",
 }
 EXACT |= {"threshold", "threshold_backward", "hardshrink", "softshrink", "shrink_backward"}
-EXACT |= {"prelu"} | TERNARY
+EXACT |= {"prelu", "add_alpha"} | TERNARY
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=["bfloat16", "float16"])

@@ -269,6 +269,9 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
         x = _activation("threshold", x)
     if _items.any_item(threshold, value):
         return _maybe_inplace("threshold", x, inplace, lambda t: IA.threshold(t, threshold, value))
+    if x.dtype.is_integer:  # (PyTorch converts both to the tensor's dtype, checking the range)
+        check_fill_value("threshold", threshold, x.dtype)
+        check_fill_value("threshold", value, x.dtype)
     th, v = float(threshold), float(value)
     if x.dtype.is_floating_point:  # (PyTorch converts the value to the tensor's dtype, the
         # threshold to float32 unless the tensor is float64: a finite one beyond is refused)

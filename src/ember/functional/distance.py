@@ -169,8 +169,11 @@ def cosine_embedding_loss(
     (0 elsewhere), the cosine over the last dimension with PyTorch's ``1e-12`` added to each
     squared magnitude."""
     red = reduction_arg("cosine_embedding_loss", reduction, size_average, reduce)
-    x1 = float_input("cosine_embedding_loss", input1, "input1", integers=True)
-    x2 = float_input("cosine_embedding_loss", input2, "input2", integers=True)
+    # (integers and bools as PyTorch's: their products summed in int64, and/or for bools)
+    x1, x2 = (
+        x if x.dtype.is_bool else float_input("cosine_embedding_loss", x, what, integers=True)
+        for x, what in ((to_tensor(input1), "input1"), (to_tensor(input2), "input2"))
+    )
     y = to_tensor(target)
     if y.ndim not in (0, 1) or x1.ndim != y.ndim + 1 or tuple(x1.shape) != tuple(x2.shape):
         raise ShapeError(

@@ -9,8 +9,9 @@ import numbers
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ._registry import TensorBase
+from ._util import _overflows
 
 __all__ = ["to_array"]
 
@@ -34,7 +35,7 @@ def to_array(data, dtype) -> np.ndarray:
         arr = data
     elif isinstance(data, np.generic):
         arr = np.asarray(data)
-    elif getattr(type(data), "is_sparse", False) is True:  # (ops/sparse_tensor.py's class)
+    elif getattr(type(data), "ember_sparse", False) is True:  # (ops/sparse_tensor.py's classes)
         raise DTypeError(
             "a sparse tensor where a dense one is needed: this function takes dense tensors "
             "(sparse ones go through mm, matmul, addmm, mv, cat, stack, their elementwise "
@@ -61,10 +62,12 @@ def _from_python(data, target=None) -> np.ndarray:
     if target is not None and target.float8:
         return _dt.astype(np.asarray(_from_python(data)), target)  # (saturating, as PyTorch's)
     if target is not None and not isinstance(data, (list, tuple)):
-        return np.asarray(data, dtype=target.np)
+        return _as_target(data, target)
     if isinstance(data, bool):
         return np.asarray(data, dtype=np.bool_)
     if isinstance(data, numbers.Integral):
+        if type(data) is int and not -(2**63) <= data < 2**63:
+            raise ArgumentError("Overflow when unpacking long long", op="tensor")
         return np.asarray(data, dtype=np.int64)
     if isinstance(data, numbers.Real):
         return np.asarray(data, dtype=_dt.get_default_dtype().np)
@@ -74,7 +77,9 @@ def _from_python(data, target=None) -> np.ndarray:
         if any(_is_eager(x) for x in _flatten(data)):
             data = _unwrap(data)
         try:
-            arr = np.asarray(data) if target is None else np.asarray(data, dtype=target.np)
+            arr = _as_int64(data) if target is None else _as_target(data, target)
+        except ArgumentError:
+            raise  # (a number out of range: a ValueError too, not a ragged list)
         except ValueError as exc:  # nested sequences of unequal lengths (ragged)
             raise ShapeError(
                 f"cannot make a tensor from nested sequences of unequal lengths: {_ragged(data)}",
@@ -88,6 +93,62 @@ def _from_python(data, target=None) -> np.ndarray:
             arr = arr.astype(_dt.get_default_complex_dtype().np)
         return arr
     return np.asarray(data)
+
+
+def _as_target(data, target) -> np.ndarray:
+    """Python numbers (nested lists of them) as an array of the ember dtype ``target``,
+    checked and converted as PyTorch's ``tensor(data, dtype=...)`` does: into an integer dtype,
+    a number outside its range (an unsigned one's ints down to minus its maximum, which wrap)
+    is refused, where NumPy would raise its own OverflowError or cast a float silently."""
+    if not target.is_integer or target.is_bool or (target.special and not target.limited):
+        return np.asarray(data, dtype=target.np)
+    info = np.iinfo(target.np)
+    arr = np.asarray(data)
+    kind = arr.dtype.kind
+    if kind in "iub" or (kind == "f" and not (arr.size and np.abs(arr).max() >= 2.0**53)):
+        # (NumPy's inferred dtype holds every number exactly: checked by its extremes)
+        if arr.size and kind != "b":
+            # (c10's lowest: an unsigned type's is minus its maximum for ints, which wrap)
+            lowest = -int(info.max) if info.min == 0 and kind != "f" else int(info.min)
+            high, low = arr.max(), arr.min()
+            if kind == "f" and not np.isfinite(arr).all():
+                _refuse_number(arr[~np.isfinite(arr)].reshape(-1)[0].item(), target)
+            if high > info.max:
+                _refuse_number(high.item(), target)
+            if low < lowest:
+                _refuse_number(low.item(), target)
+        return arr.astype(target.np)  # (an unsigned dtype: a negative int wraps)
+    for v in _flatten(data) if isinstance(data, (list, tuple)) else (data,):
+        if type(v) in (int, float) and _overflows(v, info):
+            _refuse_number(v, target)
+    modulus = int(info.max) + 1
+    wrapped = _mapped(data, lambda v: v % modulus if type(v) is int and v < 0 else v)
+    return np.asarray(wrapped, dtype=target.np)
+
+
+def _refuse_number(value, target):
+    raise ArgumentError(
+        f"value cannot be converted to type {target.name} without overflow (value {value!r})",
+        op="tensor",
+    )
+
+
+def _mapped(data, f):
+    if isinstance(data, (list, tuple)):
+        return [_mapped(x, f) for x in data]
+    return f(data)
+
+
+def _as_int64(data) -> np.ndarray:
+    """Nested lists without a dtype, as NumPy infers it, but for ints past int64's range, which
+    PyTorch refuses (NumPy would pick uint64 or an object array)."""
+    arr = np.asarray(data)
+    wide = arr.dtype.kind == "f" and arr.size and not np.abs(arr).max() < 2.0**63
+    if arr.dtype == np.uint64 or arr.dtype == object or wide:  # (else every int fits)
+        for v in _flatten(data):
+            if type(v) is int and not -(2**63) <= v < 2**63:
+                raise ArgumentError("Overflow when unpacking long long", op="tensor")
+    return arr
 
 
 def _unwrap(data):

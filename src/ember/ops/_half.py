@@ -99,7 +99,7 @@ _LOOPS: dict = {}
 _SIZES = [sym(f"n{axis}") for axis in range(32)]
 
 
-def elementwise_fast(name: str, float_when=None):
+def elementwise_fast(name: str, float_when=None, measured_from: int | None = None):
     """The fast rule of the elementwise op ``name`` (registered with a C expression): for
     half-precision operands, and for large C-contiguous float32/float64 ones where the loop
     computes NumPy's bits faster than NumPy (`_loop_wins`); None (the NumPy kernel runs) for
@@ -107,16 +107,20 @@ def elementwise_fast(name: str, float_when=None):
     flat loop of any length; broadcast ones over symbolic sizes, one loop per pattern of
     broadcast dimensions. ``float_when(arrays)``: whether float operands may take the loop at
     all, for an op whose NumPy kernel makes temporaries on some operands (the memory planner
-    counts the kernel's: the loop may replace it only where the two hold the same memory)."""
+    counts the kernel's: the loop may replace it only where the two hold the same memory).
+    ``measured_from``: the size from which float operands ask `_loop_wins` (`_MEASURED_FROM`
+    unless given), smaller for an op whose NumPy kernel is slow at every size (add_alpha's
+    emulated fused multiply-add)."""
+    smallest = _MEASURED_FROM if measured_from is None else measured_from
 
     def fast(*arrays, out=None, **attrs):
         # ``out``: generated code's arena slot, or a dying operand's buffer (plan/arena.py):
         # the loop reads each element before writing it (kernels/cfuse.py)
         for a in arrays:  # (every eager elementwise call passes here: a cheap way out first)
-            if a.dtype in _BY_NP or a.size >= _MEASURED_FROM:
+            if a.dtype in _BY_NP or a.size >= smallest:
                 break
         else:  # (small float32/float64 operands: NumPy's kernel, unless they broadcast large)
-            if _broadcast_size(arrays) < _MEASURED_FROM:
+            if _broadcast_size(arrays) < smallest:
                 return None
         compact = _compact(arrays)
         result = looped(compact, out, attrs)
@@ -130,10 +134,10 @@ def elementwise_fast(name: str, float_when=None):
             if a.dtype in _BY_NP:
                 half = True
                 break
-            if a.size >= _MEASURED_FROM:
+            if a.size >= smallest:
                 big = True
         if not half and not big:  # (operands that broadcast to a large result)
-            big = _broadcast_size(arrays) >= _MEASURED_FROM
+            big = _broadcast_size(arrays) >= smallest
         # float32 / float64: NumPy's kernel, unless the loop is measured faster (a loop with
         # NumPy's bits per process, one calling the vector math library once per machine)
         if not half and not (big and _large(arrays)):
@@ -184,7 +188,7 @@ def elementwise_fast(name: str, float_when=None):
 
     fast.declines_complex = True  # (only the float dtypes of _FUSABLE take the loop)
     # its first test, for OpDef.run to make without calling it (ops/_registry.py `_preferring`)
-    fast.declines_unless = (_BY_NP, _MEASURED_FROM)
+    fast.declines_unless = (_BY_NP, smallest)
     return fast
 
 

@@ -279,6 +279,15 @@ def native_code(node) -> bool:
     return True
 
 
+def limited_refusal(name: str, dtype) -> KernelDTypeError:
+    """PyTorch's NotImplementedError for a uint16/uint32/uint64 operand of a kernel it lacks."""
+    return KernelDTypeError(
+        f"not implemented for '{dtype.name.capitalize().replace('Ui', 'UI')}' ({dtype}), as "
+        f"PyTorch has no {name} kernel for it: cast first, e.g. x.long()",
+        op=name,
+    )
+
+
 def _refuse_special(op: OpDef, inputs: tuple) -> None:
     """The one check of the ``complex`` and ``float8`` rules (ops/_rules.py), run for every op
     but those that take both, where an operand is special: by `apply`, or eagerly by the eager
@@ -295,12 +304,7 @@ def _refuse_special(op: OpDef, inputs: tuple) -> None:
             continue
         if dtype.limited:
             if not op.limited:
-                raise KernelDTypeError(
-                    f"not implemented for '{dtype.name.capitalize().replace('Ui', 'UI')}' "
-                    f"({dtype}), as PyTorch has no {op.name} kernel for it: cast first, e.g. "
-                    "x.long()",
-                    op=op.name,
-                )
+                raise limited_refusal(op.name, dtype)
             continue
         if dtype.float8:
             if not op.float8:

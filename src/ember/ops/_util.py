@@ -264,11 +264,28 @@ def check_fill_value(op: str, value, dtype: DType, floats: bool | str = True) ->
         and not dtype.is_bool
         and _overflows(value, np.iinfo(dtype.np))
     ):
+        c_type = _C_INTEGER_TYPES.get(dtype.name, dtype.name + "_t")
         raise ArgumentError(
-            f"value cannot be converted to type {dtype.np.name}_t without overflow (value "
-            f"{value!r}, tensor of {dtype})",
+            f"value cannot be converted to type {c_type} without overflow (value {value!r}, "
+            f"tensor of {dtype})",
             op=op,
         )
+
+
+def fill_number(op: str, value, dtype: DType, floats: bool | str = True):
+    """``value`` checked as `check_fill_value` checks it, then as the dtype's kernels take it: a
+    negative int for an unsigned dtype wrapped modulo its range (``full((2,), -1,
+    dtype=uint8)`` is 255, as PyTorch's two's-complement conversion gives)."""
+    check_fill_value(op, value, dtype, floats)
+    if type(value) is int and value < 0 and dtype.is_integer and not dtype.is_bool:
+        info = np.iinfo(dtype.np)
+        if info.min == 0:
+            return value % (int(info.max) + 1)
+    return value
+
+
+# c10's spelling of the integer types its message names (int32_t's is the C type's name)
+_C_INTEGER_TYPES = {"int32": "int"}
 
 
 # c10's names of the floating types whose range a number must fit, as its message spells
@@ -293,11 +310,14 @@ def _check_float_range(op: str, value, dtype: DType) -> None:
 
 
 def _overflows(value, info) -> bool:
-    """c10's ``overflows<To>(value)``: beyond the maximum, or below the minimum (an unsigned
-    type's minimum being minus its maximum); infinities overflow, NaN does not."""
+    """c10's ``overflows<To>(value)`` for an integer type: beyond the maximum, or below the
+    minimum, where an unsigned type's minimum is minus its maximum for an int (whose negatives
+    wrap) but 0 for a float; an infinity or a NaN (integers have neither) overflows."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
     if value > info.max:
         return True
-    lowest = -int(info.max) if info.min == 0 else int(info.min)
+    lowest = -int(info.max) if info.min == 0 and isinstance(value, int) else int(info.min)
     return value < lowest
 
 

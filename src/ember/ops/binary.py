@@ -25,7 +25,8 @@ from ._registry import OpDef, TensorBase, apply, constant, export, register
 from ._rules import Clamp, Complex, Identity
 from ._saved_operands import refuses_backward
 from ._unrecorded import direct
-from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
+from ._util import broadcast_shapes, check_fill_value, elementwise_cost, require_same_dtype
+from .add_alpha import ADD_ALPHA
 from .elementwise import _direct_inplace
 from .promotion import _is_tensor, promote, scalar_array
 
@@ -147,6 +148,12 @@ def _binary(
             if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
                 return apply(op, *promote(x, y, floating=floating))
             x, y = promote(x, y, floating=floating)
+            real = isinstance(alpha, _REAL_NUMBERS) and not isinstance(alpha, (bool, np.bool_))
+            if real and x.dtype.is_floating_point:
+                # one rounding, PyTorch's fused multiply-add (ops/add_alpha.py)
+                check_fill_value(name, alpha, x.dtype)
+                fused = apply(ADD_ALPHA, x, y, alpha=float(alpha if name == "add" else -alpha))
+                return rename_node(fused, "AddBackward0" if name == "add" else "SubBackward0")
             return apply(op, x, _scale(name, y, alpha, x.dtype))
 
     fn.__name__ = fn.__qualname__ = name
@@ -157,6 +164,8 @@ def _binary(
 
 
 _REDUCED_FLOATS = (dt.float16, dt.bfloat16)
+# an alpha PyTorch reads as a real number (NumPy's scalars too; not a bool: `_scale`)
+_REAL_NUMBERS = (int, float, np.integer, np.floating)
 
 
 def _opmath_number(x, y, commutes: bool):
@@ -207,6 +216,12 @@ def _scale(name, y, alpha, dtype):
         if dtype.is_bool:
             return E.logical_and(y, _items.scalar(alpha, dtype, name, "alpha"))
         return y * _items.scalar(alpha, dtype, name, "alpha")
+    if isinstance(alpha, complex) and not dtype.is_complex:
+        raise DTypeError(
+            f"for non-complex input tensors ({dtype}), argument alpha must not be a complex "
+            f"number (got {alpha!r})",
+            op=name,
+        )
     if isinstance(alpha, bool) and not dtype.is_bool:
         raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
     if isinstance(alpha, float) and not (dtype.is_floating_point or dtype.is_complex):
@@ -216,6 +231,7 @@ def _scale(name, y, alpha, dtype):
         )
     if dtype.is_bool:
         return y if alpha else E.zeros_like(y)
+    check_fill_value(name, alpha, dtype)  # (PyTorch converts alpha to the result's dtype)
     if alpha == 1:
         return y
     return y * constant(scalar_array(alpha, dtype))

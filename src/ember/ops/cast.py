@@ -17,6 +17,7 @@ from ..types import TensorType
 from . import _memory_format
 from . import _onnx_complex as cx
 from . import api as E
+from ._limited import refuse_limited
 from ._registry import OpDef, TensorBase, apply, export, is_grad_enabled, register
 from ._rules import Complex
 from ._util import memory_cost
@@ -243,6 +244,7 @@ def accumulated_as(name: str, x, dtype, reduce, *, scan: bool = False):
     if dtype is None:
         return reduce(x)
     target = dt.as_dtype(dtype)
+    refuse_limited(name, target)  # (PyTorch has no sum, prod or scan kernel producing them)
     if not (target.is_floating_point or target.is_complex):
         if scan and target is dt.bool_ and x.ndim and 0 not in tuple(x.shape):
             raise KernelDTypeError("not implemented for dtype=bool (as in PyTorch)", op=name)

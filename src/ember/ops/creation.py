@@ -14,6 +14,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from ._data import to_array
+from ._limited import refuse_limited
 from ._linspace_values import linspace_values
 from ._registry import (
     OpDef,
@@ -26,7 +27,7 @@ from ._registry import (
     is_traced,
     register,
 )
-from ._util import check_fill_value, memory_cost, size_arg
+from ._util import fill_number, memory_cost, size_arg
 
 
 def _full_kernel(*, shape, value, dtype):
@@ -85,7 +86,7 @@ def full(*args, fill_value=None, dtype=None, requires_grad=False):
     elif isinstance(fill_value, complex):
         raise DTypeError(f"a complex fill value {fill_value!r} for a {d} tensor", op="full")
     else:
-        check_fill_value("full", fill_value, d)
+        fill_value = fill_number("full", fill_value, d)
         value = (
             bool(fill_value)
             if d.is_bool
@@ -260,6 +261,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
                 op="arange",
             )
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(start, end, step)
+    refuse_limited("arange", d)
     out = constant(_arange_values(start, end, step, d))
     return out.requires_grad_() if requires_grad else out
 
@@ -358,12 +360,31 @@ def linspace(start, end, steps: int, *, dtype=None, requires_grad=False):
     if is_traced(start) or is_traced(end):
         return _linspace_items(start, end, steps, dtype, requires_grad)
     (start, end), d = space_endpoints("linspace", start, end, dtype)
+    refuse_limited("linspace", d)
     if d.is_complex or isinstance(start, complex) or isinstance(end, complex):
         wide = np.complex128 if d.is_complex else np.float64
         out = constant(np.linspace(start, end, steps, dtype=wide).astype(d.np))
+    elif isinstance(steps, SymDim):  # (a graph's symbolic size: the values made as it runs)
+        out = apply(_LINSPACE, start=float(start), end=float(end), steps=steps, dtype=d)
     else:  # (PyTorch's kernel's rounding, bit for bit)
         out = constant(linspace_values(float(start), float(end), int(steps), d.np))
     return out.requires_grad_() if requires_grad else out
+
+
+# ``linspace(a, b, x.size(1))`` in a graph over symbolic sizes: a creation op whose count is
+# the size at run time (a concrete count is a constant, as above)
+_LINSPACE = register(
+    OpDef(
+        name="linspace",
+        kind="creation",
+        infer=lambda *, start, end, steps, dtype: TensorType((steps,), dtype),
+        kernel=lambda *, start, end, steps, dtype: linspace_values(
+            start, end, int(steps), dtype.np
+        ),
+        cost=memory_cost,
+        doc="linspace(start, end, steps, dtype): PyTorch's evenly spaced values, its rounding",
+    )
+)
 
 
 @export

@@ -16,6 +16,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._limited import refuse_limited
 from ._node_names import rename_node, renames
 from ._registry import PUBLIC, building_graph, export
 from ._rules import Complex
@@ -248,6 +249,7 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     scalar), a bool tensor of elements' shape; ``invert`` negates."""
     x = to_tensor(elements)
     t = E.reshape(to_tensor(test_elements), (-1,))
+    refuse_limited("isin", x, t)
     for v in (x, t):
         refuse_complex(
             "isin", v, reason=f"Unsupported input type encountered for isin(): {v.dtype}"
@@ -310,6 +312,7 @@ def _trace(self):
         raise ShapeError(f"trace takes a matrix, got shape {tuple(x.shape)}", op="trace")
     if x.dtype is dt.bool_:
         raise DTypeError("trace is not defined for bool tensors (as in PyTorch)", op="trace")
+    refuse_limited("trace", x)
     d = E.sum(E.diagonal(x))
     return d
 

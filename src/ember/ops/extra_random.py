@@ -22,7 +22,7 @@ from ..errors import ArgumentError, ArgumentTypeError, DTypeError
 from . import _item_scalars as _items
 from . import api as E
 from ._registry import export
-from .random import in_fill_order, serial_normal
+from .random import check_draw_range, in_fill_order, serial_normal
 
 
 def _require_float(name, old):
@@ -125,6 +125,8 @@ def _random_(self, from_=None, to=None, *, generator=None, **kwargs):
         top = _default_top(old.dtype) if high is None else int(high)
         if top <= low:
             raise ArgumentError(f"random_ expects from < to, got from={low}, to={top}")
+        if high is not None:
+            check_draw_range("random_", low, top, old.dtype)
         draws = E.randint(low, top, tuple(old.shape), generator=generator, dtype=dt.int64)
         return E.cast(draws, old.dtype)
 

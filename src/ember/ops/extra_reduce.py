@@ -18,6 +18,7 @@ from .. import return_types
 from ..errors import ArgumentError, AxisError, DTypeError, KernelDTypeError
 from ..types import TensorType
 from . import api as E
+from ._limited import refuse_limited
 from ._node_names import renames
 from ._registry import OpDef, apply, export, register
 from ._stl_steps import Steps
@@ -319,6 +320,7 @@ def mode(input, dim: int = -1, keepdim: bool = False):
 def count_nonzero(input, dim=None):
     """The number of non-zero elements (over ``dim``: an int or a tuple), int64."""
     x = to_tensor(input)
+    refuse_limited("count_nonzero", x)
     nz = x != 0
     return E.sum(E.cast(nz, dt.int64), dim) if dim is not None else E.sum(E.cast(nz, dt.int64))
 

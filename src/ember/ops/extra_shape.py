@@ -20,6 +20,7 @@ from . import _torch_flops
 from . import api as E
 from ._aliased_source import sequential_reads
 from ._autocast import Autocast, autocasts
+from ._limited import refuse_limited
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, building_graph, export, is_grad_enabled
 from ._util import broadcast_shapes, check_scalars, normalize_axis, truncated_scalars
@@ -348,6 +349,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, requires
     from .creation import space_endpoints
 
     (start, end), dtype = space_endpoints("logspace", start, end, dtype)
+    refuse_limited("logspace", dtype)
     wide = np.complex128 if dtype.is_complex else np.float64
     exps = np.linspace(start, end, int(steps), dtype=wide)
     with np.errstate(over="ignore", invalid="ignore"):

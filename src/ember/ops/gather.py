@@ -485,8 +485,11 @@ def take_along_dim(x, indices, dim: int | None = None):
 def one_hot(t, num_classes: int = -1):
     """int64 one-hot encoding: ``t.shape + (num_classes,)``; ``num_classes=-1`` uses max + 1."""
     t = to_tensor(t)
-    if not t.dtype.is_integer:
-        raise DTypeError(f"one_hot needs an integer tensor of classes, got {t.dtype}", op="one_hot")
+    if t.dtype is not dt.int64:  # (PyTorch's words: int32 and bool classes refused too)
+        raise DTypeError(
+            f"one_hot is only applicable to index tensor of type LongTensor (got {t.dtype})",
+            op="one_hot",
+        )
     if t.numel() == 0 and num_classes < 0:
         raise ShapeError(
             "cannot infer the number of classes from an empty tensor; pass num_classes",
@@ -558,8 +561,10 @@ def index_add(x, dim: int, index, source, *, alpha=1):
         )
     if is_traced(alpha):  # (a traced .item(): its tensor in x's dtype)
         source = E.cast(source * alpha.tensor_for(x.dtype), x.dtype)
-    elif alpha != 1:  # (computed in x's dtype, as PyTorch's index_add is)
-        source = E.cast(source * alpha, x.dtype)
+    else:
+        check_fill_value("index_add", alpha, x.dtype)  # (PyTorch converts it to x's dtype)
+        if alpha != 1:  # (computed in x's dtype, as PyTorch's index_add is)
+            source = E.cast(source * alpha, x.dtype)
     spec = (FULL,) * d + (("tensor",),)
     return x + apply(_INDEX_BACKWARD, source, index, spec=spec, in_shape=tuple(x.shape))
 

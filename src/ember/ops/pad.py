@@ -19,6 +19,7 @@ from . import _item_scalars as _items
 from . import _onnx_complex as cx
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._limited import refuse_limited
 from ._registry import OpDef, apply, export, register
 from ._rules import Complex, Layout
 from ._util import check_fill_value, fmt_shape, memory_cost
@@ -330,6 +331,8 @@ def pad(x, pad, mode="constant", value=0.0):
     x = to_tensor(x)
     if mode not in _NP_MODES:
         raise ArgumentError(f"pad: unknown mode {mode!r}; expected one of {sorted(_NP_MODES)}")
+    if mode in ("reflect", "replicate"):  # (PyTorch pads uint16-64 by a value or circularly)
+        refuse_limited(f"{'reflection' if mode == 'reflect' else 'replication'}_pad", x)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ShapeError(
             f"pad {tuple(pad)} must hold (before, after) pairs for at most {x.ndim} dimensions",

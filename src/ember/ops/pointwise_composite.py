@@ -28,6 +28,7 @@ from . import api as E
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, export, is_grad_enabled
 from ._saved_operands import needs, saves
+from ._util import check_fill_value
 from .promotion import promote, to_tensor
 
 
@@ -91,6 +92,9 @@ def _value(op: str, value, dtype):
         return complex(value)
     if isinstance(value, complex):
         raise DTypeError(f"a complex value {value!r} for a {dtype} result", op=op)
+    # PyTorch converts the value to the result's dtype, or to float32 for a 16-bit float
+    # result (its kernels' "opmath" type), refusing a number beyond that type's range
+    check_fill_value(op, value, dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype)
     if dtype.is_floating_point:
         return float(value)
     return int(value)

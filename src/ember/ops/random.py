@@ -19,6 +19,7 @@ from ..random import resolve
 from ..types import TensorType
 from . import _item_scalars as _items
 from . import api as E
+from ._limited import refuse_limited
 from ._registry import OpDef, apply, export, register
 from ._util import (
     elementwise_cost,
@@ -390,6 +391,7 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     if high <= low:
         raise ArgumentError(f"high ({high}) must exceed low ({low})", op="randint")
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    check_draw_range("randint", low, high, d)
     return apply(
         _RANDINT,
         shape=size_arg("randint", (size,) if isinstance(size, int) else size),
@@ -400,12 +402,30 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None):
     )
 
 
+# the C names PyTorch's range errors give its integer types
+_C_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short",
+            "int32": "int", "int64": "long"}  # fmt: skip
+
+
+def check_draw_range(op: str, low, high, dtype) -> None:
+    """PyTorch's refusal of integer draws in ``[low, high)`` that the dtype cannot hold."""
+    name = _C_NAMES.get(dtype.name)
+    if name is None:
+        return
+    info = (0, 1) if dtype.is_bool else (int(np.iinfo(dtype.np).min), int(np.iinfo(dtype.np).max))
+    if not info[0] <= low <= info[1]:
+        raise ArgumentError(f"from is out of bounds for {name}", op=op)
+    if not info[0] <= high - 1 <= info[1]:
+        raise ArgumentError(f"to - 1 is out of bounds for {name}", op=op)
+
+
 @export
 def randperm(n: int, *, generator=None, dtype=None):
     """A random permutation of 0..n-1 (int64)."""
     if n < 0:
         raise ShapeError(f"n must be non-negative, got {n}", op="randperm")
     d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    refuse_limited("randperm", d)
     return apply(_RANDPERM, shape=(int(n),), dtype=d, generator=resolve(generator))
 
 

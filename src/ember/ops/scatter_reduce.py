@@ -27,6 +27,7 @@ from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._index_plan import IndexOutOfRangeError
+from ._limited import refuse_limited
 from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
@@ -327,6 +328,7 @@ def index_fill(x, dim: int, index, value):
             op="index_fill",
         )
     check_fill_value("index_fill", value, x.dtype)
+    refuse_limited("index_fill", x)
     if x.ndim == 0:
         chosen = _scattered((1,), index, 0)
         return E.where(E.reshape(chosen, ()), to_tensor(value, x.dtype), x)

@@ -18,6 +18,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from . import qtensor
+from ._limited import refuse_limited
 from ._node_names import rename_node, renames
 from ._overlap import ANY as OVERLAP_ANY
 from ._registry import OpDef, TensorBase, apply, export, register
@@ -69,6 +70,10 @@ def masked_fill(x, mask, value):
             op="masked_fill",
         )
     check_fill_value("masked_fill", value, x.dtype)
+    refuse_limited("masked_fill", x)
+    if isinstance(value, TensorBase) and hasattr(value, "_data") and value.dtype != x.dtype:
+        # (PyTorch reads a tensor value as its number, converted to x's dtype with the check)
+        check_fill_value("masked_fill", value.item(), x.dtype)
     return rename_node(E.where(mask, to_tensor(value, x.dtype), x), "MaskedFillBackward0")
 
 
@@ -81,6 +86,7 @@ masked_fill.overlap_ok = True
 def masked_select(x, mask):
     """The elements of ``x`` where ``mask`` is true, as a 1-D tensor (x and mask broadcast)."""
     x = to_tensor(x)
+    refuse_limited("masked_select", x)
     mask = _bool_mask("masked_select", mask)
     shape = broadcast_shapes("masked_select", x.shape, mask.shape)
     # (a 0-d pair selects from one element: a 0-d boolean index would keep the 0-d shape)

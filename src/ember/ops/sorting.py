@@ -37,6 +37,7 @@ from ..errors import (
 from ..types import TensorType
 from . import api as E
 from . import qtensor_ops
+from ._limited import refuse_limited
 from ._node_names import rename_node
 from ._registry import OpDef, apply, export, register
 from ._torch_order import sort_positions, topk_positions
@@ -243,6 +244,7 @@ def topk(x, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  
     x = to_tensor(x)
     if qtensor_ops.held(x):
         return qtensor_ops.topk(x, k, dim, largest, sorted)
+    refuse_limited("topk", x)
     if x.dtype is dt.bool_:
         raise DTypeError("not defined for bool tensors (as in PyTorch)", op="topk")
     refuse_complex("topk", x, reason="topk does not support complex dtypes on CPU (as PyTorch)")

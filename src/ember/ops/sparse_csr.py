@@ -29,7 +29,8 @@ class SparseCSRTensor(SparseTensor):
 
     __slots__ = ("_crow",)
     layout = sparse_csr
-    is_sparse_csr = True  # (is_sparse stays True: ember's code reads it for any sparse tensor)
+    is_sparse = False  # (PyTorch's: COO only)
+    is_sparse_csr = True
 
     def __init__(self, indices, values, size, crow):
         super().__init__(indices, values, size, True)
@@ -49,8 +50,22 @@ class SparseCSRTensor(SparseTensor):
             op="SparseCSRTensor.indices",
         )
 
-    def to_sparse_csr(self):
+    def to_sparse_csr(self, dense_dim: int | None = None):
         return self
+
+    def to_sparse(self, sparse_dim: int | None = None, *, layout=None, blocksize=None,
+                  dense_dim: int | None = None):  # fmt: skip
+        """The COO tensor of the same entries (``layout=ember.sparse_csr``: itself)."""
+        if layout is sparse_csr and blocksize is None:
+            return self
+        coo = SparseTensor(self._idx, self._vals, self._size, True)
+        return coo.to_sparse(sparse_dim, layout=layout, blocksize=blocksize, dense_dim=dense_dim)
+
+    def to_sparse_coo(self):
+        return self.to_sparse()
+
+    def is_contiguous(self, memory_format=None):
+        raise EmberError("Sparse CSR tensors do not have is_contiguous", op="is_contiguous")
 
     def __repr__(self) -> str:
         def part(name, t, first=False):

@@ -24,9 +24,9 @@ from .. import dtypes as dt
 from ..errors import ArgumentTypeError, DTypeError, EmberError, ShapeError, TraceError
 from ..size import Size
 from . import api as E
-from ._factory_kwargs import sparse_coo
+from ._factory_kwargs import sparse_coo, sparse_csr
 from ._index_plan import IndexOutOfRangeError
-from ._registry import TensorBase, export
+from ._registry import METHODS, TensorBase, export
 from ._util import fmt_shape, normalize_axes
 from .promotion import promote, to_tensor
 from .sparse import SPARSE_MM_OP
@@ -49,7 +49,9 @@ class SparseTensor:
     ``Tensor.to_sparse()``; PyTorch's attributes and methods."""
 
     __slots__ = ("_idx", "_vals", "_size", "_coalesced", "__weakref__")
-    is_sparse = True
+    is_sparse = True  # (PyTorch's: True for COO only; ember's own code asks `ember_sparse`)
+    is_sparse_csr = False
+    ember_sparse = True  # any of ember's sparse tensors, COO or CSR
     layout = sparse_coo
     is_cuda = False
     is_cpu = True
@@ -247,7 +249,15 @@ class SparseTensor:
         zeros = E.zeros(self._size, dtype=self._vals.dtype)
         return E.index_put(zeros, rows, self._vals, accumulate=True)
 
-    def to_sparse(self, sparse_dim: int | None = None) -> SparseTensor:
+    def to_sparse_csr(self, dense_dim: int | None = None):
+        """The CSR matrix of a 2-D COO tensor (ops/sparse_csr.py)."""
+        return METHODS["to_sparse_csr"](self, dense_dim)
+
+    def to_sparse(self, sparse_dim: int | None = None, *, layout=None, blocksize=None,
+                  dense_dim: int | None = None):  # fmt: skip
+        """Itself (``layout=ember.sparse_csr``: its CSR matrix), as PyTorch's."""
+        if layout is not None and layout is not sparse_coo:
+            return _to_layout(self, layout, blocksize, dense_dim)
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
             raise EmberError(
                 f"to_sparse: this tensor has sparse_dim {self.sparse_dim()}, not {sparse_dim}; "
@@ -482,15 +492,15 @@ def sparse_coo_tensor(
 
 
 @export(method=("to_sparse", "to_sparse_coo"), toplevel=False)
-def to_sparse(x, sparse_dim: int | None = None, *, layout=None, dense_dim: int | None = None):
+def to_sparse(
+    x, sparse_dim: int | None = None, *, layout=None, blocksize=None, dense_dim: int | None = None
+):
     """PyTorch's ``Tensor.to_sparse``: the coalesced COO tensor of x's nonzero entries (with
     ``sparse_dim`` < x.ndim, or ``dense_dim`` > 0, of its nonzero slices over the leading
-    dimensions). Differentiable in x; eager only (nnz depends on the values). The layout
-    must be ``ember.sparse_coo`` (the only sparse layout ember has)."""
+    dimensions). Differentiable in x; eager only (nnz depends on the values). ``layout``:
+    ``ember.sparse_coo`` or ``ember.sparse_csr`` (`to_sparse_csr`), the layouts ember has."""
     if layout is not None and layout is not sparse_coo:
-        raise EmberError(
-            f"to_sparse: ember has the sparse_coo layout only, got {layout!r}", op="to_sparse"
-        )
+        return _to_layout(x, layout, blocksize, dense_dim)
     if dense_dim is not None:
         if sparse_dim is not None:
             raise EmberError("to_sparse: give sparse_dim or dense_dim, not both", op="to_sparse")
@@ -513,6 +523,17 @@ def to_sparse(x, sparse_dim: int | None = None, *, layout=None, dense_dim: int |
     indices = np.stack(where).astype(np.int64).reshape(sd, -1)
     values = x[tuple(E.tensor(w.astype(np.int64)) for w in where)]
     return SparseTensor(E.tensor(indices), values, tuple(x.shape), True)
+
+
+def _to_layout(x, layout, blocksize, dense_dim):
+    """``to_sparse(layout=...)`` for a layout other than COO: CSR, which ember has."""
+    if layout is not sparse_csr or blocksize is not None:
+        raise EmberError(
+            f"to_sparse: ember has the sparse_coo and sparse_csr layouts only, got {layout!r}"
+            + (" with a blocksize" if blocksize is not None else ""),
+            op="to_sparse",
+        )
+    return METHODS["to_sparse_csr"](x, dense_dim)  # (ops/sparse_csr.py, late-bound)
 
 
 @export(method=True, toplevel=False)

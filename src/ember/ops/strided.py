@@ -1,27 +1,139 @@
-"""``as_strided``: PyTorch's window over a tensor's memory by sizes and strides, on ember's
-model of it. A contiguous tensor's storage is its own elements in row-major order, from
-``storage_offset()`` on; the result gathers ``storage[offset + sum_k i_k * stride_k]`` (an
-``index_select`` of the flattened tensor: a copy, not a view of the memory), so its
-gradient adds each element's share back where it came from, overlapping windows summed, as
-PyTorch's does. A non-contiguous tensor (whose storage holds elements outside it) and windows
-reaching outside the tensor's own elements are refused, naming the fix."""
+"""``as_strided``: PyTorch's window over a tensor's memory by sizes and strides, as a view.
+
+ember's model of the memory: a tensor's storage is the row-major elements of the root of its
+views (the tensor itself where it is no view), from that root's ``storage_offset()`` on. The
+window ``storage[offset + sum_k i_k * stride_k]`` is the view op ``as_strided_view`` of the
+tensor (where the window lies within its own elements and it is contiguous) or of its root
+(otherwise: a window before or after a slice's elements, or over a transposed tensor's
+memory): a strided NumPy view of the same memory eagerly, so writes through it reach the
+tensor and writes into the tensor are seen through it (ember/_views.py follows the histories,
+as for any view), and an element gather of the row-major values in a graph. Its gradient adds
+each element's share back where it came from, overlapping windows summed, as PyTorch's does.
+A window reaching outside the root's elements, or a root that is itself not row-major (a
+transposed array handed over by NumPy), is refused, naming the fix."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import ShapeError
+from ..types import TensorType
 from . import api as E
-from ._node_names import rename_node
-from ._registry import constant, export
+from ._registry import OpDef, apply, constant, export, register
+from ._rules import Complex
+from ._util import memory_cost
 from .promotion import to_tensor
+
+
+def _positions(size, stride, offset) -> np.ndarray:
+    """The window's elements' positions among the source's row-major elements."""
+    index = np.full(size, offset, dtype=np.int64)
+    for axis, (d, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[axis] = d
+        index = index + (np.arange(d, dtype=np.int64) * s).reshape(shape)
+    return index
+
+
+def _infer(x, *, size, stride, offset):
+    return TensorType(tuple(size), x.dtype)
+
+
+def _window(flat, size, stride, offset):
+    if not all(size):
+        return flat[:0].reshape(size)
+    last = offset + sum((d - 1) * s for d, s in zip(size, stride))
+    if offset < 0 or last >= flat.size:
+        raise ShapeError(
+            f"sizes {list(size)}, strides {list(stride)} and offset {offset} reach element "
+            f"{last} of {flat.size}",
+            op="as_strided",
+        )
+    # (an ndarray over the flat array's buffer: its base chain reaches the memory's owner,
+    # which storage_offset() and data sharing read)
+    item = flat.itemsize
+    return np.ndarray(
+        size, flat.dtype, buffer=flat, offset=offset * item,
+        strides=tuple(s * item for s in stride),
+    )  # fmt: skip
+
+
+def _kernel(x, *, size, stride, offset):
+    """The window over ``x``'s row-major elements: a view of a C-contiguous ``x`` (the
+    eager case: the memory shared), else of a row-major copy (a graph value's layout)."""
+    flat = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
+    out = _window(flat, size, stride, offset)
+    if not x.flags.writeable:
+        out.flags.writeable = False
+    return out
+
+
+def _as_view(x, *, size, stride, offset):
+    """The window as a view of ``x`` (ember/_views.py's positions), ValueError where the
+    kernel would copy."""
+    if not x.flags.c_contiguous:
+        raise ValueError("as_strided of a non-contiguous array copies")
+    return _window(x.reshape(-1), size, stride, offset)
+
+
+def _vjp(c, g):
+    x = c.in_types[0]
+    n = int(np.prod(x.shape, dtype=np.int64))
+    where = _positions(c.attrs["size"], c.attrs["stride"], c.attrs["offset"]).reshape(-1)
+    flat = E.index_add(E.zeros((n,), dtype=g.dtype), 0, constant(where), E.reshape(g, (-1,)))
+    return (E.reshape(flat, tuple(x.shape)),)
+
+
+def _onnx_rule(e):
+    a = e.attrs
+    flat = e.node("Reshape", [e.inputs[0], e.ints([-1])])
+    where = _positions(a["size"], a["stride"], a["offset"]).reshape(-1)
+    taken = e.node("Gather", [flat, e.constant(where)], axis=0)
+    return e.node("Reshape", [taken, e.ints(list(a["size"]))])
+
+
+AS_STRIDED_VIEW = register(
+    OpDef(
+        name="as_strided_view",
+        kind="shape",
+        infer=_infer,
+        kernel=_kernel,
+        as_view=_as_view,
+        vjp=_vjp,
+        cost=memory_cost,
+        save_inputs=(),
+        view=True,
+        float8=True,
+        complex=Complex.GRADIENT,
+        batch=None,
+        onnx=_onnx_rule,
+        grad_fn="AsStridedBackward0",
+        doc="as_strided_view(x; size, stride, offset): the window of x's row-major elements at "
+        "offset + sum(i_k * stride_k) (a view where x is contiguous)",
+    )
+)
+
+
+def _concrete(shape) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in shape)
+
+
+def _numel(t) -> int:
+    return int(np.prod(tuple(t.shape), dtype=np.int64))
+
+
+def _fits(size, stride, offset, n) -> bool:
+    """Whether the window's elements all lie among ``n`` elements from ``offset`` on."""
+    if not all(size):
+        return True
+    return offset >= 0 and offset + sum((d - 1) * s for d, s in zip(size, stride)) < n
 
 
 @export(method=True)
 def as_strided(input, size, stride, storage_offset=None):
-    """``input``'s elements at ``storage_offset + sum_k i_k * stride_k`` for each index
-    ``(i_0, i_1, ...)`` of ``size`` (see the module docstring); ``storage_offset`` defaults
-    to the tensor's own, as in PyTorch."""
+    """``input``'s memory at ``storage_offset + sum_k i_k * stride_k`` for each index
+    ``(i_0, i_1, ...)`` of ``size``, a view (see the module docstring); ``storage_offset``
+    defaults to the tensor's own, as in PyTorch."""
     x = to_tensor(input)
     size, stride = tuple(int(d) for d in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
@@ -29,29 +141,37 @@ def as_strided(input, size, stride, storage_offset=None):
             f"mismatch in length of strides and shape: {len(stride)} and {len(size)}",
             op="as_strided",
         )
-    if any(d < 0 for d in size) or any(s < 0 for s in stride):
-        raise ShapeError(f"negative size or stride: {size}, {stride}", op="as_strided")
-    if not x.is_contiguous():
+    if any(s < 0 for s in stride):
         raise ShapeError(
-            f"ember reads a contiguous tensor's own elements; this one (shape "
-            f"{tuple(x.shape)}, strides {x.stride()}) is not: call .contiguous() first",
+            f"Negative strides are not supported at the moment, got strides: {list(stride)}",
             op="as_strided",
         )
-    own = x.storage_offset() if hasattr(type(x), "storage_offset") else 0
+    if any(d < 0 for d in size):
+        raise ShapeError(f"negative size: {list(size)}", op="as_strided")
+    own = x.storage_offset()
     start = own if storage_offset is None else int(storage_offset)
-    index = np.full(size, start - own, dtype=np.int64)
-    for axis, (d, s) in enumerate(zip(size, stride)):
-        shape = [1] * len(size)
-        shape[axis] = d
-        index = index + (np.arange(d, dtype=np.int64) * s).reshape(shape)
-    n = x.numel()
-    if index.size and (index.min() < 0 or index.max() >= n):
-        raise ShapeError(
-            f"sizes {list(size)}, strides {list(stride)} and storage offset {start} reach "
-            f"elements {int(index.min()) + own}..{int(index.max()) + own}, outside the "
-            f"tensor's own {own}..{own + n - 1}",
-            op="as_strided",
-        )
-    flat = E.reshape(x, (-1,))
-    picked = E.index_select(flat, 0, constant(index.reshape(-1)))
-    return rename_node(E.reshape(picked, size), "AsStridedBackward0", x)  # (PyTorch's node)
+    if start < 0:
+        raise ShapeError(f"Tensor: invalid storage offset {start}", op="as_strided")
+    if _concrete(x.shape) and x.is_contiguous() and _fits(size, stride, start - own, _numel(x)):
+        source, offset = x, start - own  # (the tensor's own elements: its gradient flows to it)
+    else:
+        view_of = getattr(x, "_view_of", None)
+        root = view_of[0] if view_of is not None and isinstance(view_of[1], tuple) else x
+        if not (_concrete(root.shape) and root.is_contiguous()):
+            raise ShapeError(
+                f"the window reads memory outside the tensor (shape {tuple(x.shape)}, strides "
+                f"{x.stride()}), whose storage ember holds in row-major order only for a "
+                "contiguous tensor or view root: call .contiguous() first",
+                op="as_strided",
+            )
+        first = root.storage_offset()
+        source, offset = root, start - first
+        if not _fits(size, stride, offset, _numel(root)):
+            reach = start + sum((d - 1) * s for d, s in zip(size, stride))
+            raise ShapeError(
+                f"setStorage: sizes {list(size)}, strides {list(stride)} and storage offset "
+                f"{start} reach elements {start}..{reach}, out of bounds for the storage's "
+                f"elements {first}..{first + _numel(root) - 1}",
+                op="as_strided",
+            )
+    return apply(AS_STRIDED_VIEW, source, size=size, stride=stride, offset=offset)

@@ -3,7 +3,9 @@ as PyTorch's. The view op ``unfold_view`` takes windows along the last dimension
 starts become that dimension, each window a new last one) as a strided NumPy view, writable
 where its input is; `unfold` moves ``dimension`` last and the windows' dimension back, both
 views. Writes through the windows reach the tensor; an update through overlapping windows is
-refused (ember/_views.py), a fill allowed. A symbolic length along ``dimension`` is refused."""
+refused (ember/_views.py), a fill allowed. A symbolic length along ``dimension``
+(ember.compile's dynamic sizes) gives a symbolic number of windows, their gradient added back
+by padding (`_spread_back`)."""
 
 from __future__ import annotations
 
@@ -51,10 +53,28 @@ def _vjp(c, g):
     """Each window's gradient added back where the window lies (overlapping windows add up)."""
     shape = tuple(c.in_types[0].shape)
     size, step = c.attrs["size"], c.attrs["step"]
+    if not isinstance(shape[-1], int):
+        return (_spread_back(g, shape[-1], size, step),)
     positions = _positions(_count(shape[-1], size, step), size, step)
     flat = E.reshape(g, (*shape[:-1], positions.size))
     zeros = E.zeros(shape, dtype=g.dtype)
     return (E.index_add(zeros, -1, to_tensor(positions.astype(np.int64)), flat),)
+
+
+def _spread_back(g, length, size: int, step: int):
+    """`_vjp` along a symbolic ``length``: element ``j`` of window ``i`` lies at ``i * step + j``,
+    so each ``j``'s gradients, ``step - 1`` zeros between them, are padded into place and
+    added (``size`` terms, a constant number)."""
+    count = _count(length, size, step)
+    total = None
+    for j in range(size):
+        column = E.select(g, -1, j)  # (..., count)
+        if step > 1:
+            gaps = [E.zeros_like(column)] * (step - 1)
+            column = E.flatten(E.stack([column, *gaps], -1), -2)[..., : (count - 1) * step + 1]
+        placed = E.pad(column, (j, length - (count - 1) * step - 1 - j))
+        total = placed if total is None else total + placed
+    return total
 
 
 def _onnx(e):
@@ -113,11 +133,6 @@ def unfold(self, dimension: int, size: int, step: int):
     if step <= 0 or size < 0 or (isinstance(length, int) and size > length):
         raise ShapeError(
             f"size {size} and step {step} do not fit dim {axis} of size {length}",
-            op="unfold",
-        )
-    if not isinstance(length, int):
-        raise ShapeError(
-            f"dim {axis} has the symbolic size {length}: unfold needs a concrete length there",
             op="unfold",
         )
     windows = apply(_UNFOLD_VIEW, E.movedim(x, axis, -1), size=size, step=step)

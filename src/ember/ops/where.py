@@ -24,6 +24,7 @@ from ._util import (
     broadcast_shapes,
     check_fill_value,
     elementwise_cost,
+    fill_number,
     require_same_dtype,
     same_type,
     value_bytes,
@@ -272,9 +273,7 @@ def clip(x, min=None, max=None):
         raise DTypeError("not defined for bool results (as in PyTorch)", op="clip")
     if dtype is not x.dtype:
         x = E.cast(x, dtype)
-    for bound in (min, max):
-        if bound is not None:
-            check_fill_value("clamp", bound, dtype)
+    min, max = (None if b is None else fill_number("clamp", b, dtype) for b in (min, max))
     as_python = float if x.dtype.is_floating_point else int
     return apply(
         _CLIP,

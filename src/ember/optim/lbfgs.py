@@ -136,8 +136,7 @@ class LBFGS(Optimizer):
             else:
                 numel = p.numel()
                 part = update[offset : offset + numel].reshape(p.shape)
-            # (PyTorch: p.add_(update, alpha=step_size))
-            p.add_(part * step_size)
+            p.add_(part, alpha=step_size)  # (PyTorch's: one fused multiply-add)
             offset += numel
 
     def _clone_param(self) -> list[Tensor]:
