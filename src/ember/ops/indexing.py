@@ -375,6 +375,7 @@ _INDEX = register(
         onnx=_onnx_index,
         kind="index",
         infer=_index_infer,
+        cached_infer=True,
         kernel=_index_kernel,
         fast=_index_fast,
         c_step=_index_c_step,
