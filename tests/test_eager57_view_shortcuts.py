@@ -185,3 +185,48 @@ def test_batched_products_with_equal_and_broadcast_batches(a_shape, b_shape):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     with pytest.raises(EmberError):
         ember.randn(3, 24, 32) @ ember.randn(2, 32, 24)
+
+
+def test_linear_of_a_sequence_gradients_and_second_order_as_pytorch():
+    ex, tx = _pair((2, 3, 4))
+    ew, tw = _pair((5, 4), 1)
+    eb, tb = _pair((5,), 2)
+    for _ in range(2):  # (the second backward takes the product's kept signature)
+        for t in (ex, ew, eb, tx, tw, tb):
+            t.grad = None
+        ember.nn.functional.linear(ex, ew, eb).pow(2).sum().backward()
+        torch.nn.functional.linear(tx, tw, tb).pow(2).sum().backward()
+        for e, t in ((ex, tx), (ew, tw), (eb, tb)):
+            np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+    (egx,) = ember.autograd.grad(
+        ember.nn.functional.linear(ex, ew, eb).pow(2).sum(), ex, create_graph=True
+    )
+    (tgx,) = torch.autograd.grad(
+        torch.nn.functional.linear(tx, tw, tb).pow(2).sum(), tx, create_graph=True
+    )
+    assert egx.grad_fn is not None
+    np.testing.assert_allclose(
+        ember.autograd.grad(egx.sum(), ew, retain_graph=True)[0].numpy(),
+        torch.autograd.grad(tgx.sum(), tw, retain_graph=True)[0].numpy(),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_class_index_targets_refused_every_time():
+    logits = ember.randn(4, 3, requires_grad=True)
+    for _ in range(2):
+        for bad in ([0, 1, 3, 2], [0, -1, 1, 2]):
+            with pytest.raises(IndexError):
+                ember.nn.functional.cross_entropy(logits, ember.tensor(bad))
+        kept = ember.nn.functional.cross_entropy(
+            logits, ember.tensor([0, -100, 1, 2]), ignore_index=-100
+        )
+        want = torch.nn.functional.cross_entropy(
+            torch.tensor(logits.detach().numpy()), torch.tensor([0, -100, 1, 2])
+        )
+        np.testing.assert_allclose(kept.item(), want.item(), rtol=1e-6)
+    empty = ember.nn.functional.cross_entropy(
+        ember.randn(0, 3), ember.tensor([], dtype=ember.int64), reduction="sum"
+    )
+    assert empty.item() == 0.0

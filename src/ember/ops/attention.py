@@ -17,6 +17,8 @@ recomputes the weights from the inputs in ember ops (nothing is saved but the in
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _meta
@@ -88,9 +90,17 @@ def _kernel(q, k, v, *mask, scale, causal, safe):
     return np.matmul(weights, v).astype(q.dtype, copy=False)
 
 
-def _fast(q, k, v, *mask, scale, causal, safe):
+@functools.cache
+def _cattention():
+    """kernels/cattention.py, imported at the first call (an import statement costs each
+    small call half a microsecond)."""
     from ..kernels import cattention
 
+    return cattention
+
+
+def _fast(q, k, v, *mask, scale, causal, safe):
+    cattention = _cattention()
     if q.dtype in _HALF:  # (the float32 kernel on widened copies, its result rounded once)
         return _wide_fast(q, k, v, *mask, scale=scale, causal=causal, safe=safe)
     return cattention.attention(

@@ -18,6 +18,8 @@ eager mode and record it in the attribute, and the kernels check it, so shape ru
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -254,9 +256,16 @@ def _index_fast(x, *indices, spec):
     for d in x.shape[axis + 1 :]:  # (whole slices: NumPy's, declined before the kernel asks)
         if d != 1:
             return None
+    return _cindex().take(x, indices[0], axis)
+
+
+@functools.cache
+def _cindex():
+    """kernels/cindex.py, imported at the first call (an import statement in a fast rule costs
+    each small lookup half a microsecond)."""
     from ..kernels import cindex
 
-    return cindex.take(x, indices[0], axis)
+    return cindex
 
 
 def _index_c_step(node):
@@ -303,9 +312,7 @@ def _index_backward_fast(g, *indices, spec, in_shape):
     axis = _single_axis(spec)
     if axis is None:
         return None
-    from ..kernels import cindex
-
-    return cindex.add_slices(tuple(in_shape), axis, indices[0], g)
+    return _cindex().add_slices(tuple(in_shape), axis, indices[0], g)
 
 
 def _index_vjp(c, g):
