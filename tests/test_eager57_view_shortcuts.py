@@ -230,3 +230,18 @@ def test_class_index_targets_refused_every_time():
         ember.randn(0, 3), ember.tensor([], dtype=ember.int64), reduction="sum"
     )
     assert empty.item() == 0.0
+
+
+def test_small_products_of_transposed_operands_are_numpys_in_place_product():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((7, 5)).astype(np.float32)
+    b = rng.standard_normal((7, 6)).astype(np.float32)
+    c = rng.standard_normal((6, 4)).astype(np.float32)
+    got = (ember.tensor(a).t() @ ember.tensor(b)).numpy()  # (a column-major left operand)
+    np.testing.assert_array_equal(got, np.matmul(a.T, b))
+    got = (ember.tensor(b) @ ember.tensor(c.T.copy()).t()).numpy()  # (column-major right)
+    np.testing.assert_array_equal(got, np.matmul(b, c))
+    strided = ember.tensor(a)[::2]  # (neither layout: BLAS gets a contiguous copy)
+    np.testing.assert_array_equal(
+        (strided @ ember.tensor(c[:5])).numpy(), np.matmul(np.ascontiguousarray(a[::2]), c[:5])
+    )
