@@ -245,3 +245,20 @@ def test_small_products_of_transposed_operands_are_numpys_in_place_product():
     np.testing.assert_array_equal(
         (strided @ ember.tensor(c[:5])).numpy(), np.matmul(np.ascontiguousarray(a[::2]), c[:5])
     )
+
+
+def test_basic_indexing_with_kept_answers_refuses_and_differentiates_as_pytorch():
+    ex, tx = _pair((3, 4, 5))
+    for _ in range(2):  # (the second call answers from the kept shape rule)
+        for index in ((slice(None), -1), (1, slice(1, None, 2)), (None, 0), (Ellipsis, 2)):
+            eo, to = ex[index], tx[index]
+            assert tuple(eo.shape) == tuple(to.shape)
+            assert type(eo.grad_fn).__name__ == type(to.grad_fn).__name__
+            np.testing.assert_array_equal(eo.detach().numpy(), to.detach().numpy())
+            eo.sum().backward()
+            to.sum().backward()
+        np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+        with pytest.raises(IndexError):
+            ex[3]
+        with pytest.raises(IndexError):
+            ex[:, :, 5]

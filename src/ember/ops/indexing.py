@@ -144,6 +144,7 @@ GETITEM = register(
         onnx=cx.pairs(_onnx_getitem, _onnx_getitem),  # (its axes count from the front)
         kind="shape",
         infer=_getitem_infer,
+        cached_infer=True,
         kernel=_getitem_kernel,
         vjp=lambda c, g: (
             apply(
@@ -197,6 +198,7 @@ _GETITEM_BACKWARD = register(
         onnx=_onnx_getitem_backward,
         kind="shape",
         infer=_getitem_backward_infer,
+        cached_infer=True,
         kernel=_getitem_backward_kernel,
         vjp=lambda c, g: (apply(GETITEM, g, index=c.attrs["index"]),),
         cost=memory_cost,
