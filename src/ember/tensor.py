@@ -266,8 +266,11 @@ class Tensor(_reg.TensorBase):
         create_graph: bool = False,
         inputs=None,
     ) -> None:
-        from .autograd import backward
+        backward = _ENGINE_BACKWARD[0]
+        if backward is None:  # (ember.autograd imports this module: bound at the first call)
+            from .autograd import backward
 
+            _ENGINE_BACKWARD[0] = backward
         backward(
             self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs
         )
@@ -702,6 +705,9 @@ def _fits(shape: tuple, target: tuple) -> bool:
         return False
     return all(s == t or s == 1 for s, t in zip(shape[::-1], target[::-1]))
 
+
+# the engine's ``backward`` (autograd.py), bound at the first ``Tensor.backward`` call
+_ENGINE_BACKWARD: list = [None]
 
 # The ``grad`` slot itself: code that must read a gradient without being seen by
 # ``watching_grad_reads`` (capture/state.py) reads it through this descriptor.

@@ -30,7 +30,7 @@ from ..ops._autocast import Autocast, autocasts
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, building_graph, export
 from ..ops._util import broadcast_shapes, fmt_shape
-from ..ops.attention import ATTENTION
+from ..ops.attention import ATTENTION, causal_keep
 from ..ops.promotion import to_tensor
 from ._common import float_input
 from .causal_bias import CausalBias
@@ -202,7 +202,7 @@ def _attention(q, k, v, attn_mask, dropout_p, is_causal, scale, generator):
     scores = E.matmul(q * s, E.transpose(k, -2, -1))
     last = scores.ndim - 1
     if is_causal:
-        keep = E.tril(E.ones((q.shape[-2], k.shape[-2]), dtype=dt.bool_))
+        keep = causal_keep(q.shape[-2], k.shape[-2])
         # key 0 is always kept, so no row is fully masked and the plain softmax is safe
         weights = stable_softmax(E.where(keep, scores, float("-inf")), last)
     elif attn_mask is not None:

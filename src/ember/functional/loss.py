@@ -69,12 +69,15 @@ def _check_index_target(op: str, x, target) -> None:
 _UNSIGNED = {np.dtype(t): np.dtype(u) for t, u in ((np.int64, np.uint64), (np.int32, np.uint32))}
 
 
+_largest = np.maximum.reduce  # (the ufunc's own method: ndarray.max's Python layers skipped)
+
+
 def _check_class_values(op: str, target, n_classes: int, ignore_index: int) -> None:
     data = getattr(target, "_data", None)
     if type(data) is np.ndarray:  # (an eager tensor's, as `concrete` reads it)
         unsigned = _UNSIGNED.get(data.dtype)
-        if unsigned is not None and not (data.view(unsigned) >= n_classes).any():
-            return  # (every index in [0, n_classes): one comparison, the common case)
+        if unsigned is not None and data.size and _largest(data.view(unsigned), None) < n_classes:
+            return  # (every index in [0, n_classes): one reduction, the common case)
     else:
         data = concrete(target)
     if data is None or data.size == 0:

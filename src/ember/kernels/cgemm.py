@@ -275,10 +275,12 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = ()
     if a.ndim > 2 or b.ndim > 2:
-        try:
-            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        except ValueError:
-            return None
+        batch = a.shape[:-2]
+        if batch != b.shape[:-2]:  # (equal batches, attention's heads, skip NumPy's Python)
+            try:
+                batch = np.broadcast_shapes(batch, b.shape[:-2])
+            except ValueError:
+                return None
     count = math.prod(batch)
     # (an empty product is NumPy's too: zeros or an empty array)
     if m * k * n * count <= BLAS_ONE_THREAD:

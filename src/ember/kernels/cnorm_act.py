@@ -31,7 +31,7 @@ import functools
 
 import numpy as np
 
-from . import chalf
+from . import chalf, cpool
 from .cstep import data_address
 
 __all__ = ["available", "gelu", "gelu_backward", "layer_norm", "layer_norm_backward"]
@@ -297,7 +297,7 @@ _SIGNATURES = {
 @functools.cache
 def _functions(dtype: np.dtype):
     """{symbol: function} for ``dtype`` plus the pool, or None (no compiler, a failed build)."""
-    from . import ccompile, cpool
+    from . import ccompile
 
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
@@ -426,8 +426,6 @@ def layer_norm_backward(x: np.ndarray, w: np.ndarray, g: np.ndarray, eps: float)
     if found is None:
         return None
     fns, pool = found
-    from . import cpool
-
     rows = x.size // n
     # one block of rows per chunk the pool hands out (a few per thread), one when serial
     parallel = pool is not None and rows > 1 and x.size >= _parallel_min()

@@ -125,8 +125,10 @@ def matmul_fast(
     if a.ndim == 2 and b.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[1] <= BLAS_ONE_THREAD:
         if a.dtype not in _HALF:  # (ember's GEMM leaves such a product to NumPy: its layers
             # skipped, which cost an eager product at a few rows more than the product)
-            a = a if a.flags.c_contiguous else blas_ready(a)
-            b = b if b.flags.c_contiguous else blas_ready(b)
+            # (a row-major or column-major matrix, a VJP's transposed operand, is one BLAS
+            # reads in place: what `blas_ready` answers, without its layout arithmetic)
+            a = a if a.flags.c_contiguous or a.flags.f_contiguous else blas_ready(a)
+            b = b if b.flags.c_contiguous or b.flags.f_contiguous else blas_ready(b)
             result = np.matmul(a, b, out=out)
             if bias is not None:
                 result += bias

@@ -54,6 +54,10 @@ def preserved(arr: np.ndarray):
     PyTorch's ``preserve_format`` keeps), else None."""
     if arr.ndim not in (4, 5) or arr.flags.c_contiguous:
         return None
+    if arr.strides[1] != arr.itemsize and arr.shape[1] != 1 and arr.size:
+        # (channels innermost, one element apart, or the format cannot hold: a head split's
+        # permuted view, asked by every elementwise op on it, told apart without a transpose)
+        return None
     fmt = channels_last if arr.ndim == 4 else channels_last_3d
     return fmt if is_in(arr, fmt) else None
 

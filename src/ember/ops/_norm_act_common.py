@@ -4,6 +4,8 @@ for whether the C kernels run, the NumPy kernels' workspace count, and ONNX cons
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import _onnx
@@ -19,6 +21,7 @@ def _onnx_c(e, value):
     return _onnx.scalar(e, value, e.out_types[0].dtype)
 
 
+@functools.cache  # (an import statement here cost each gelu and layer norm half a microsecond)
 def _fast_module():
     from ..kernels import cnorm_act
 

@@ -17,8 +17,11 @@ recomputes the weights from the inputs in ember ops (nothing is saved but the in
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .. import _meta
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
@@ -26,7 +29,7 @@ from . import _onnx, _torch_flops
 from . import api as E
 from ._attention_pattern import attention_pattern
 from ._half import via_float32
-from ._registry import Cost, OpDef, apply, register
+from ._registry import Cost, OpDef, apply, building_graph, eager_constant, register
 from ._rules import Autocast
 from ._util import broadcast_shapes, fmt_shape, io_bytes, numel
 from .softmax import SOFTMAX, _softmax_kernel
@@ -87,9 +90,17 @@ def _kernel(q, k, v, *mask, scale, causal, safe):
     return np.matmul(weights, v).astype(q.dtype, copy=False)
 
 
-def _fast(q, k, v, *mask, scale, causal, safe):
+@functools.cache
+def _cattention():
+    """kernels/cattention.py, imported at the first call (an import statement costs each
+    small call half a microsecond)."""
     from ..kernels import cattention
 
+    return cattention
+
+
+def _fast(q, k, v, *mask, scale, causal, safe):
+    cattention = _cattention()
     if q.dtype in _HALF:  # (the float32 kernel on widened copies, its result rounded once)
         return _wide_fast(q, k, v, *mask, scale=scale, causal=causal, safe=safe)
     return cattention.attention(
@@ -112,6 +123,36 @@ def _c_step(node):
     )  # fmt: skip
 
 
+# eager causal masks by (rows, columns): read-only arrays, at most `_CAUSAL_KEPT` of them and
+# none past `_CAUSAL_LARGEST` elements (a larger attention's products outweigh making its mask)
+_CAUSAL: dict = {}
+_CAUSAL_KEPT = 16
+_CAUSAL_LARGEST = 1 << 20
+
+
+def causal_keep(rows, cols):
+    """The causal attention mask, True where key j <= query i (top-left aligned, as PyTorch's
+    is_causal), a (rows, cols) bool tensor: eagerly a kept array wrapped, read-only (the
+    composite and the VJP make one at every call, two dispatches for nothing); while a graph
+    is built, or meta tensors live, ``tril(ones)``, recorded as ops."""
+    if (
+        type(rows) is int
+        and type(cols) is int
+        and rows * cols <= _CAUSAL_LARGEST
+        and not _meta.active[0]
+        and not building_graph()
+    ):
+        keep = _CAUSAL.get((rows, cols))
+        if keep is None:
+            if len(_CAUSAL) >= _CAUSAL_KEPT:
+                _CAUSAL.clear()
+            keep = np.tri(rows, cols, dtype=bool)
+            keep.flags.writeable = False
+            _CAUSAL[(rows, cols)] = keep
+        return eager_constant(keep)
+    return E.tril(E.ones((rows, cols), dtype=dt.bool_))
+
+
 def _weights(q, k, mask, scale, causal, safe):
     """The attention weights in ember ops (the composite's), for the VJP."""
     scores = E.matmul(q * scale, E.transpose(k, -2, -1))
@@ -121,8 +162,7 @@ def _weights(q, k, mask, scale, causal, safe):
         else:
             scores = scores + mask
     if causal:
-        keep = E.tril(E.ones((q.shape[-2], k.shape[-2]), dtype=dt.bool_))
-        scores = E.where(keep, scores, float("-inf"))
+        scores = E.where(causal_keep(q.shape[-2], k.shape[-2]), scores, float("-inf"))
     return apply(SOFTMAX, scores, axis=scores.ndim - 1, safe=safe)
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -24,6 +25,15 @@ from ._util import memory_cost
 from .promotion import to_tensor
 
 
+@functools.cache
+def _chalf():
+    """kernels/chalf.py, imported at the first call (every eager cast between float32 and 16 bits:
+    an import statement there costs each call half a microsecond)."""
+    from ..kernels import chalf
+
+    return chalf
+
+
 def _cast_kernel(x, *, dtype):
     if x.dtype.kind == "c" and dtype.category != dt.complex64.category:
         x = x.real  # (PyTorch's complex-to-real cast: the real part, without NumPy's warning)
@@ -36,9 +46,7 @@ def _cast_fast(x, *, dtype):
     result then has its layout too)."""
     if not x.flags.c_contiguous:
         return None
-    from ..kernels import chalf
-
-    return chalf.cast(x, dtype.np)
+    return _chalf().cast(x, dtype.np)
 
 
 def _compose_casts(inner, outer, x):

@@ -26,7 +26,7 @@ from ._util import (
     pick_axis,
 )
 from .promotion import promote, to_tensor
-from .shape import RESHAPE, squeeze
+from .shape import RESHAPE
 from .sparse_tensor import SparseTensor
 
 # ------------------------------------------------------------------------------ concat/split
@@ -296,4 +296,13 @@ def unbind(x, dim=0):
     a = normalize_axis("unbind", dim, x.ndim)
     if x.shape[a] == 0:
         return ()
-    return tuple(rename_node(squeeze(p, a), "UnbindBackward0", x) for p in split(x, 1, a))
+    # each piece without its unit axis, straight to the reshape op (squeeze's axis checks and
+    # node names are for its own callers: a head split unbinds q, k and v at every call)
+    shape = tuple(x.shape)
+    squeezed = shape[:a] + shape[a + 1 :]
+    return tuple(
+        [
+            rename_node(apply(RESHAPE, p, shape=squeezed), "UnbindBackward0", x)
+            for p in split(x, 1, a)
+        ]
+    )

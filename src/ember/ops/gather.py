@@ -10,6 +10,8 @@ is used. Negative index values count from the end, as in NumPy.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -44,6 +46,16 @@ from ._util import (
     same_type,
 )
 from .promotion import promote, to_tensor
+
+
+@functools.cache
+def _celements():
+    """kernels/celements.py, imported at the first call (every eager gather:
+    an import statement there costs each call half a microsecond)."""
+    from ..kernels import celements
+
+    return celements
+
 
 # -------------------------------------------------------------------------------- shape rules
 
@@ -110,9 +122,7 @@ def _gather_kernel(x, index, *, axis):
 def _gather_fast(x, index, *, axis):
     """kernels/celements.py's one pass (the same copy), for an index of x's extent outside
     the axis; None otherwise, and where an index is out of range (NumPy's kernel names it)."""
-    from ..kernels import celements
-
-    return celements.gather(x, index, axis)
+    return _celements().gather(x, index, axis)
 
 
 def _gather_vjp(c, g):

@@ -18,6 +18,8 @@ eager mode and record it in the attribute, and the kernels check it, so shape ru
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -142,6 +144,7 @@ GETITEM = register(
         onnx=cx.pairs(_onnx_getitem, _onnx_getitem),  # (its axes count from the front)
         kind="shape",
         infer=_getitem_infer,
+        cached_infer=True,
         kernel=_getitem_kernel,
         vjp=lambda c, g: (
             apply(
@@ -195,6 +198,7 @@ _GETITEM_BACKWARD = register(
         onnx=_onnx_getitem_backward,
         kind="shape",
         infer=_getitem_backward_infer,
+        cached_infer=True,
         kernel=_getitem_backward_kernel,
         vjp=lambda c, g: (apply(GETITEM, g, index=c.attrs["index"]),),
         cost=memory_cost,
@@ -254,9 +258,16 @@ def _index_fast(x, *indices, spec):
     for d in x.shape[axis + 1 :]:  # (whole slices: NumPy's, declined before the kernel asks)
         if d != 1:
             return None
+    return _cindex().take(x, indices[0], axis)
+
+
+@functools.cache
+def _cindex():
+    """kernels/cindex.py, imported at the first call (an import statement in a fast rule costs
+    each small lookup half a microsecond)."""
     from ..kernels import cindex
 
-    return cindex.take(x, indices[0], axis)
+    return cindex
 
 
 def _index_c_step(node):
@@ -303,9 +314,7 @@ def _index_backward_fast(g, *indices, spec, in_shape):
     axis = _single_axis(spec)
     if axis is None:
         return None
-    from ..kernels import cindex
-
-    return cindex.add_slices(tuple(in_shape), axis, indices[0], g)
+    return _cindex().add_slices(tuple(in_shape), axis, indices[0], g)
 
 
 def _index_vjp(c, g):
@@ -375,6 +384,7 @@ _INDEX = register(
         onnx=_onnx_index,
         kind="index",
         infer=_index_infer,
+        cached_infer=True,
         kernel=_index_kernel,
         fast=_index_fast,
         c_step=_index_c_step,

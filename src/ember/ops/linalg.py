@@ -398,7 +398,12 @@ def _linear_vjp(c, g):
         x, weight = E.conj(x), E.conj(weight)
     need = c.needs_input_grad
     out_features, in_features = c.in_types[1].shape
-    gx = (_vjp_product(g, weight) if g.ndim == 2 else matmul(g, weight)) if need[0] else None
+    gx = None
+    if need[0]:
+        # (a sequence's rows, (B, T, out) @ (out, in): the product op by its kernel, undispatched
+        # where nothing is recorded, as the 2-D call's; a 1-D call is matmul's vector product)
+        gx = _vjp_product(g, weight) if g.ndim == 2 else None
+        gx = gx if gx is not None else _batched(g, weight) if g.ndim > 2 else matmul(g, weight)
     gw = None
     if need[1]:
         # (rows of a 2-D call as they are: a reshape is a recorded op even to its own shape)

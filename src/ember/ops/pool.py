@@ -17,6 +17,7 @@ Window geometry (output size, ceil_mode, padding limits) follows torch's pooling
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -57,6 +58,16 @@ from .pool_codes import (
 )
 from .program import Input
 from .promotion import to_tensor
+
+
+@functools.cache
+def _cpooling():
+    """kernels/cpooling.py, imported at the first call (every eager max pooling and its gradient:
+    an import statement there costs each call half a microsecond)."""
+    from ..kernels import cpooling
+
+    return cpooling
+
 
 # ------------------------------------------------------------------------------- geometry
 
@@ -157,8 +168,7 @@ def _first_inside(out, kernel, stride, padding, dilation, in_size):
 def _max_pool_fast(x, *, kernel, stride, padding, dilation, ceil_mode, codes=False):
     """The C kernel (kernels/cpooling.py: 1-d and 2-d pooling; half precision read and written
     in 16 bits, compared in float32 as the NumPy kernel compares its float32 copy), or None."""
-    from ..kernels import cpooling
-
+    cpooling = _cpooling()
     out = tuple(
         pool_out_size(n, k, s, p, d, ceil_mode)
         for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation)
@@ -235,9 +245,7 @@ def _flat_rows(idx, plane: int) -> np.ndarray:
 
 def _scatter_fast(g, idx, *, in_size, window=None):
     """The C scatter (kernels/cpooling.py), or None."""
-    from ..kernels import cpooling
-
-    return cpooling.scatter(g, idx, in_size, window=window)
+    return _cpooling().scatter(g, idx, in_size, window=window)
 
 
 def _scatter_kernel(g, idx, *, in_size, window=None):

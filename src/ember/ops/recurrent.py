@@ -23,6 +23,8 @@ derivative through a fused recurrence).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -31,6 +33,16 @@ from ..types import TensorType
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
+
+
+@functools.cache
+def _crnn():
+    """kernels/crnn.py, imported at the first call (every eager recurrent layer and its gradient:
+    an import statement there costs each call half a microsecond)."""
+    from ..kernels import crnn
+
+    return crnn
+
 
 __all__ = ["gru_layer", "lstm_layer"]
 
@@ -144,9 +156,7 @@ def _lstm_kernel(xg, h0, c0, w_hh, *, reverse):
 
 
 def _lstm_fast(xg, h0, c0, w_hh, *, reverse, packs=None):
-    from ..kernels import crnn
-
-    return crnn.lstm_forward(xg, h0, c0, w_hh, reverse, packs=packs)
+    return _crnn().lstm_forward(xg, h0, c0, w_hh, reverse, packs=packs)
 
 
 def kept_pack_compile(weight: int, fast):
@@ -229,9 +239,7 @@ def _lstm_grad_kernel(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, re
 
 
 def _lstm_grad_fast(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reverse):
-    from ..kernels import crnn
-
-    return crnn.lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse)
+    return _crnn().lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, reverse)
 
 
 def _onnx_gates(e, name, hidden, count):
@@ -449,9 +457,7 @@ def _gru_kernel(xg, h0, w_hh, b_hh, *, reverse):
 
 
 def _gru_fast(xg, h0, w_hh, b_hh, *, reverse, packs=None):
-    from ..kernels import crnn
-
-    return crnn.gru_forward(xg, h0, w_hh, b_hh, reverse, packs=packs)
+    return _crnn().gru_forward(xg, h0, w_hh, b_hh, reverse, packs=packs)
 
 
 def _gru_vjp(ctx, gy, ghn, gacts):
@@ -498,9 +504,7 @@ def _gru_grad_kernel(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
 
 
 def _gru_grad_fast(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
-    from ..kernels import crnn
-
-    return crnn.gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse)
+    return _crnn().gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, reverse)
 
 
 def _onnx_gru_layer(e):

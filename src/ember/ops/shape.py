@@ -9,6 +9,8 @@ share memory with the input (and its version counter, see OpDef.view).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -128,6 +130,8 @@ def reshape(x, *shape):
     if not _viewable(tuple(x.shape), _strides_for_view(x), shape):
         # (PyTorch copies, then views the copy without checks: the node its history shows)
         return rename_node(out, "UnsafeViewBackward0")
+    if type(data) is np.ndarray:  # (a strided tensor that views: PyTorch's _reshape_alias)
+        return rename_node(out, "ReshapeAliasBackward0")
     return out
 
 
@@ -135,6 +139,10 @@ def _strides_for_view(x) -> tuple:
     """x's strides for deciding whether it views as another shape: under symbolic sizes those
     at the captured call's sizes, whose answer holds at every size but 0 and 1
     (symbolic_assumptions.layout_by_example)."""
+    data = getattr(x, "_data", None)
+    if type(data) is np.ndarray:  # (an eager tensor: its array's, no symbolic size to bind)
+        itemsize = data.itemsize
+        return tuple([step // itemsize for step in data.strides])
     with layout_by_example():
         return x.stride()
 
@@ -162,8 +170,15 @@ def _viewable(shape: tuple, strides: tuple, new_shape: tuple) -> bool:
     (PyTorch's rule for ``view``, which NumPy's no-copy reshape follows): asked of a stand-in
     array with those strides, whose memory is never read. Symbolic sizes pass (a graph value
     of unknown sizes is dense: its strides are row-major)."""
-    if not all(type(d) is int for d in (*shape, *new_shape, *strides)):
-        return True
+    for d in (*shape, *new_shape, *strides):  # (no generator: every strided reshape asks)
+        if type(d) is not int:
+            return True
+    return _viewable_sizes(shape, strides, new_shape)
+
+
+@functools.lru_cache(maxsize=2048)  # (a model reshapes its few layouts at every call)
+def _viewable_sizes(shape: tuple, strides: tuple, new_shape: tuple) -> bool:
+    """`_viewable` of integer sizes and strides (its answer depends on them alone)."""
     stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, strides)
     try:
         np.reshape(stand_in, new_shape, copy=False)

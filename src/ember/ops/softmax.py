@@ -13,6 +13,8 @@ and rounded once, as PyTorch does. The VJPs are written in ember ops and are dif
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -64,15 +66,29 @@ def _last_axis(x, axis) -> bool:
     return x.ndim > 0 and axis in (-1, x.ndim - 1)
 
 
-def _softmax_fast(x, *, axis, safe):  # (any axis, half precision too: kernels/csoftmax.py)
+@functools.cache
+def _csoftmax():
+    """kernels/csoftmax.py, imported at the first call (an import statement in a fast rule
+    costs each small call half a microsecond)."""
     from ..kernels import csoftmax
 
-    return csoftmax.softmax(x, safe=safe, axis=axis) if x.ndim else None
+    return csoftmax
+
+
+@functools.cache
+def _csoftmax_grad():
+    """kernels/csoftmax_grad.py, as `_csoftmax`."""
+    from ..kernels import csoftmax_grad
+
+    return csoftmax_grad
+
+
+def _softmax_fast(x, *, axis, safe):  # (any axis, half precision too: kernels/csoftmax.py)
+    return _csoftmax().softmax(x, safe=safe, axis=axis) if x.ndim else None
 
 
 def _log_softmax_fast(x, *, axis, dtype=None):
-    from ..kernels import csoftmax
-
+    csoftmax = _csoftmax()
     if dtype is not None and dtype.np != x.dtype:  # (16 bits read as float32: widened)
         return csoftmax.log_softmax(x, axis=axis, dtype=dtype.np) if x.ndim else None
     return csoftmax.log_softmax(x, axis=axis) if x.ndim else None
@@ -216,15 +232,11 @@ def _log_softmax_grad_kernel(y, g, *, axis):
 
 
 def _softmax_grad_fast(y, g, *, axis):  # (half precision too: kernels/csoftmax_grad.py)
-    from ..kernels import csoftmax_grad
-
-    return csoftmax_grad.softmax_backward(y, g) if _last_axis(y, axis) else None
+    return _csoftmax_grad().softmax_backward(y, g) if _last_axis(y, axis) else None
 
 
 def _log_softmax_grad_fast(y, g, *, axis):
-    from ..kernels import csoftmax_grad
-
-    return csoftmax_grad.log_softmax_backward(y, g) if _last_axis(y, axis) else None
+    return _csoftmax_grad().log_softmax_backward(y, g) if _last_axis(y, axis) else None
 
 
 def _grad_batch(in_types, axes, attrs, k):

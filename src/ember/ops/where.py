@@ -90,6 +90,7 @@ _WHERE = register(
         onnx=cx.pairs(_onnx_where, cx.where),
         kind="elementwise",
         infer=_where_infer,
+        cached_infer=True,
         kernel=_where_kernel,
         vjp=_where_vjp,
         cost=elementwise_cost(1),
