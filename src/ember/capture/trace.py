@@ -209,7 +209,7 @@ def _capture_call(
         )
         modes = snapshot.changed_modes()
     except (TraceError, ShapeError):
-        snapshot.undo_attributes()  # (the call runs again: eagerly, or traced otherwise)
+        snapshot.undo()  # (the call runs again: eagerly, or traced otherwise)
         raise
     finally:
         close_items(builder)

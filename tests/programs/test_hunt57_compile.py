@@ -1,0 +1,253 @@
+"""Programs of hunt57 run through ``ember.compile`` (in the captured run; PyTorch runs them
+eagerly): training steps over batches of varying size (automatic dynamic shapes), shapes
+steering Python, modules compiled whole with recurrent state carried between calls, and
+functions whose capture fails part way (``.item()`` steering an ``if``): ember.compile runs
+such a call again eagerly, and the Python side effects the failed trace had already done
+(a counter bumped, a list appended to, a dict item set, a module attribute list grown) were
+done twice, where PyTorch, resuming after its graph break, does each once.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import ember
+
+from .harness import check_program
+
+# ruff: noqa: N806, E741, B007, E501, E731, F841, B023, C408, B006, E702, E701, E401, C416, UP031, B905, PIE810, SIM108, RUF005
+
+pytestmark = pytest.mark.filterwarnings("ignore:ember.compile")
+
+
+def _compiled(torch, ctx, f, **kwargs):
+    """ember.compile in ember's captured run, the function itself otherwise."""
+    return ember.compile(f, **kwargs) if ctx.capture and not ctx.is_torch else f
+
+
+def varying_batch_training(torch, ctx):
+    """A classifier's whole training step compiled, called with batches of 4, 6, 5, 8 and 3
+    rows (a DataLoader's ragged last batch); BatchNorm's running statistics and AdamW."""
+    nn = torch.nn
+    model = ctx.init(
+        nn.Sequential(nn.Linear(5, 8, bias=False), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3)),
+        "m",
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    step = _compiled(torch, ctx, step)
+    rng = np.random.default_rng(0)
+    out = []
+    for bs in (4, 6, 5, 8, 3):
+        x = ctx.t(rng.standard_normal((bs, 5)).astype(np.float32))
+        y = ctx.t(rng.integers(0, 3, bs))
+        out.append(step(x, y))
+    model.eval()
+    out.append(model(ctx.t(rng.standard_normal((2, 5)).astype(np.float32))))
+    return out + [model[1].running_mean, model[1].running_var, model[0].weight]
+
+
+def shapes_steer_python(torch, ctx):
+    """Sizes read in Python: positions from arange(t), an ``if b > 4`` on the batch, topk's k
+    from the length, view(x.size(0), -1), reshape(b, -1, 2) and new_zeros(x.shape[0], 1)."""
+
+    def f(x):
+        b, t, c = x.shape
+        pos = torch.arange(t, dtype=x.dtype)[None, :, None]
+        h = x + pos / t
+        if b > 4:
+            h = h * 2
+        v, i = h.sum(-1).topk(t // 2, dim=1)
+        flat = h.view(h.size(0), -1)
+        pairs = h.reshape(b, -1, 2)
+        z = x.new_zeros(x.shape[0], 1)
+        return [v, i, flat.mean(1), pairs.amax(1), z, h.flatten(1).shape[1]]
+
+    f = _compiled(torch, ctx, f)
+    rng = np.random.default_rng(1)
+    shapes = [(3, 4, 2), (5, 6, 2), (2, 8, 2), (6, 4, 3), (7, 10, 3)]
+    return [f(ctx.t(rng.standard_normal(s).astype(np.float32))) for s in shapes]
+
+
+def conv_varying_images(torch, ctx):
+    """A small conv net over images of varying batch and size: GroupNorm, a stride-2
+    convolution, interpolate by scale_factor and to the input's size, adaptive pooling."""
+    nn, F = torch.nn, torch.nn.functional
+    m = ctx.init(
+        nn.Sequential(
+            nn.Conv2d(2, 4, 3, padding=1),
+            nn.GroupNorm(2, 4),
+            nn.SiLU(),
+            nn.Conv2d(4, 4, 3, stride=2, padding=1),
+        ),
+        "conv",
+    )
+
+    def f(x):
+        h = m(x)
+        up = F.interpolate(h, scale_factor=2, mode="bilinear", align_corners=False)
+        up2 = F.interpolate(h, size=x.shape[-2:], mode="nearest")
+        pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)
+        err = (up[..., : x.shape[-2], : x.shape[-1]] - x.mean(1, keepdim=True)).pow(2).mean()
+        return up, up2, pooled, err
+
+    f = _compiled(torch, ctx, f)
+    rng = np.random.default_rng(2)
+    shapes = [(1, 2, 8, 8), (2, 2, 10, 6), (3, 2, 7, 9), (2, 2, 12, 12)]
+    return [f(ctx.t(rng.standard_normal(s).astype(np.float32))) for s in shapes]
+
+
+def encoder_varying_lengths(torch, ctx):
+    """A TransformerEncoder with a causal mask from generate_square_subsequent_mask and a key
+    padding mask from the lengths, mean-pooled over the valid positions, over batches of
+    varying batch size and length."""
+    nn = torch.nn
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    enc = ctx.init(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), "enc")
+    emb = ctx.init(nn.Embedding(20, 8), "emb")
+
+    def f(ids, lengths):
+        T = ids.shape[1]
+        pad = torch.arange(T)[None, :] >= lengths[:, None]
+        causal = nn.Transformer.generate_square_subsequent_mask(T)
+        h = enc(emb(ids) * math.sqrt(8), mask=causal, src_key_padding_mask=pad)
+        h = h.masked_fill(pad[..., None], 0)
+        return h.sum(1) / lengths[:, None]
+
+    f = _compiled(torch, ctx, f)
+    rng = np.random.default_rng(3)
+    outs = []
+    for b, t in [(2, 5), (3, 7), (2, 9), (4, 6)]:
+        ids = ctx.t(rng.integers(0, 20, (b, t)))
+        lengths = ctx.t(rng.integers(1, t + 1, b))
+        outs.append(f(ids, lengths))
+    return outs
+
+
+def recurrent_module_state(torch, ctx):
+    """A module compiled whole (ember.compile(module)) whose LSTM state is carried between
+    calls of growing length, then called fresh at other batch sizes with a backward."""
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 4, batch_first=True)
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x, h=None):
+            o, (h, c) = self.lstm(x, h)
+            return self.head(o[:, -1]), (h, c)
+
+    m = ctx.init(M(), "m")
+    mc = _compiled(torch, ctx, m)
+    rng = np.random.default_rng(4)
+    outs, st = [], None
+    for b, t in [(2, 3), (2, 5), (2, 4)]:
+        y, st = mc(ctx.t(rng.standard_normal((b, t, 3)).astype(np.float32)), st)
+        outs.append(y)
+    for b, t in [(3, 3), (5, 6)]:
+        y, _ = mc(ctx.t(rng.standard_normal((b, t, 3)).astype(np.float32)))
+        y.pow(2).sum().backward()
+        outs.append(y)
+    keys = sorted(k.replace("_orig_mod.", "") for k in mc.state_dict())
+    return outs + [m.head.weight.grad, m.lstm.weight_hh_l0.grad, keys]
+
+
+def graph_break_side_effects(torch, ctx):
+    """A module's forward that counts its calls (an int attribute and a list attribute),
+    appends to a closure list, bumps a dict entry and a list cell, then branches on a
+    tensor's value: ember.compile's capture fails there and the call runs eagerly, which
+    must leave every effect done once."""
+    nn = torch.nn
+    hist, stats, count = [], {"n": 0}, [0]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.calls = 0
+            self.log = []
+            self.seen = set()
+
+        def forward(self, x):
+            self.calls += 1
+            self.log.append(self.calls)
+            self.seen.add(x.shape[0] + self.calls)
+            h = self.lin(x)
+            hist.append(len(hist))
+            stats["n"] += 1
+            stats.setdefault("first", x.shape[0])
+            count[0] += 1
+            if h.mean() > 0:
+                h = -h
+            return h
+
+    m = ctx.init(M(), "m")
+    f = _compiled(torch, ctx, m)
+    rng = np.random.default_rng(5)
+    outs = [f(ctx.t(rng.standard_normal((2, 3)).astype(np.float32))) for _ in range(3)]
+    return [outs, hist, stats, count, m.calls, m.log, sorted(m.seen)]
+
+
+def graph_break_training_step(torch, ctx):
+    """A training step that steps its scheduler and logs the loss into a history list and a
+    nonlocal counter, then reads ``loss.item()`` to skip a bad batch: the capture fails at
+    the scheduler (or the item) and the step runs eagerly, once."""
+    nn = torch.nn
+    m = ctx.init(nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2)), "m")
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+    history = []
+    steps = 0
+
+    def step(x, y):
+        nonlocal steps
+        steps += 1
+        loss = nn.functional.mse_loss(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        history.append(round(loss.item(), 4))
+        if loss.item() > 10:
+            opt.zero_grad()
+        return loss.detach()
+
+    step = _compiled(torch, ctx, step)
+    rng = np.random.default_rng(6)
+    losses = []
+    for _ in range(5):
+        x = ctx.t(rng.standard_normal((3, 4)).astype(np.float32))
+        y = ctx.t(rng.standard_normal((3, 2)).astype(np.float32))
+        losses.append(step(x, y))
+    return [losses, m[0].weight, opt.param_groups[0]["lr"], len(history), steps, sched.last_epoch]
+
+
+PROGRAMS = [
+    varying_batch_training,
+    shapes_steer_python,
+    conv_varying_images,
+    encoder_varying_lengths,
+    recurrent_module_state,
+    graph_break_side_effects,
+    graph_break_training_step,
+]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_eager(program):
+    check_program(program)
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_compiled(program):
+    check_program(program, capture=True)
