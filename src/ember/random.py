@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 from .devices import check_device
-from .errors import RNGStateError
+from .errors import RNGStateError, TraceError
+from .symbolic_assumptions import in_user_trace
 
 _DEFAULT_SEED = 67280421310721
 
@@ -47,6 +48,8 @@ class Generator:
 
     def manual_seed(self, seed: int) -> Generator:
         seed = int(seed)
+        if in_user_trace():
+            _refuse_while_traced("manual_seed")
         if seed < 0:
             raise ValueError(f"manual_seed: the seed must be non-negative, got {seed}")
         self._seed = seed
@@ -304,6 +307,20 @@ def _checked_state(state) -> tuple[dict, int | None, float | None]:
     return numpy_state, seed, None
 
 
+def _refuse_while_traced(what: str) -> None:
+    """A generator (re)seeded by the traced function (``torch.manual_seed(0)`` in a step, a
+    ``Generator().manual_seed(s)`` made there): a graph's random ops draw from their
+    generator's state at each run, so the seed would be set once, while tracing, and each
+    call would go on drawing where the last stopped (PyTorch's compiler breaks its graph
+    there and seeds eagerly: ember.compile runs such a function eagerly)."""
+    raise TraceError(
+        f"{what} inside a traced function: a graph's random ops draw from the generator's "
+        "state at each run, so the seed would be set once, while tracing, not on each call; "
+        "seed outside the function (or pass a generator seeded there)",
+        op=what,
+    )
+
+
 default_generator = Generator()
 
 
@@ -330,6 +347,8 @@ def get_rng_state():
 def set_rng_state(state) -> None:
     """Restore the default generator from `get_rng_state`'s bytes (ember's or PyTorch's) or a
     `Generator.json_state` dict."""
+    if in_user_trace():
+        _refuse_while_traced("set_rng_state")
     default_generator.set_state(state)
 
 
