@@ -7,12 +7,17 @@ again, and an eager call does each once (PyTorch resumes after a graph break rat
 repeating the code before it). `Contents` records the lists, dicts and sets the function
 reaches, item by item, and the closure cells and globals that hold them, and `restore` puts
 back what the trace changed, so a counter bumped, a list appended to or a dict item set
-before the failure counts once.
+before the failure counts once. `PythonGenerators` does the same for Python's and NumPy's
+global random generators: a draw made while tracing is drawn again by the rerun.
 """
 
 from __future__ import annotations
 
-__all__ = ["Contents"]
+import random
+
+import numpy as np
+
+__all__ = ["Contents", "PythonGenerators"]
 
 _CONTAINERS = (list, dict, set)
 _LIMIT = 4096  # (larger containers are recorded too: only their items are copied)
@@ -69,3 +74,15 @@ def _changed(container, before) -> bool:
     if isinstance(container, dict):
         return any(k not in before or before[k] is not v for k, v in container.items())
     return any(a is not b for a, b in zip(container, before))
+
+
+class PythonGenerators:
+    """The states of Python's ``random`` and NumPy's global generator, put back by `restore`."""
+
+    def __init__(self) -> None:
+        self.python = random.getstate()
+        self.numpy = np.random.get_state()
+
+    def restore(self) -> None:
+        random.setstate(self.python)
+        np.random.set_state(self.numpy)
