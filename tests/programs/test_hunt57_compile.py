@@ -4,7 +4,11 @@ steering Python, modules compiled whole with recurrent state carried between cal
 functions whose capture fails part way (``.item()`` steering an ``if``): ember.compile runs
 such a call again eagerly, and the Python side effects the failed trace had already done
 (a counter bumped, a list appended to, a dict item set, a module attribute list grown) were
-done twice, where PyTorch, resuming after its graph break, does each once.
+done twice, where PyTorch, resuming after its graph break, does each once; and inputs that
+require grad on some calls only, which a symbolic program's key did not tell apart; layers'
+settings (Dropout's p, BatchNorm's momentum) changed between calls, the generator seeded
+inside the function, and draws from Python's random module (teacher forcing), all of which the
+graph had baked in.
 """
 
 import math
@@ -232,6 +236,125 @@ def graph_break_training_step(torch, ctx):
     return [losses, m[0].weight, opt.param_groups[0]["lr"], len(history), steps, sched.last_epoch]
 
 
+def inputs_requiring_grad_in_turn(torch, ctx):
+    """A compiled function called with inputs of varying batch that require grad on some
+    calls and not on others (a frozen encoder's features one step, an input-gradient saliency
+    map the next): once the batch varied, the symbolic program traced for an input without
+    grad served the calls whose input required it, and their .grad stayed None."""
+
+    def f(x, w):
+        return (x @ w).tanh().sum(0)
+
+    f = _compiled(torch, ctx, f)
+    rng = np.random.default_rng(7)
+    w = ctx.t(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
+    outs = []
+    for i in range(5):
+        x = ctx.t(rng.standard_normal((2 + i, 3)).astype(np.float32), requires_grad=i % 2 == 0)
+        y = f(x, w)
+        y.pow(2).sum().backward()
+        outs.append([y, x.grad, x.requires_grad])
+    with torch.no_grad():
+        outs.append(f(x, w))
+    return [outs, w.grad]
+
+
+def module_settings_changed(torch, ctx):
+    """A compiled model whose layers' settings change between calls: dropout turned off by
+    setting every Dropout's p to 0 (then a schedule of p), and swa_utils.update_bn run on the
+    compiled model (it sets BatchNorm's momentum to None for a cumulative average and back):
+    the graph had baked in the first values, where PyTorch's guards recompile."""
+    nn = torch.nn
+    m = ctx.init(
+        nn.Sequential(
+            nn.Linear(3, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Dropout(0.5), nn.Linear(6, 2)
+        ),
+        "m",
+    )
+    mc = _compiled(torch, ctx, m)
+    rng = np.random.default_rng(8)
+    xs = [ctx.t(rng.standard_normal((4, 3)).astype(np.float32)) for _ in range(4)]
+    torch.manual_seed(1)
+    out = [mc(xs[0])]
+    for mod in m.modules():
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    out.append(mc(xs[1]))
+    for p in (0.1, 0.2):
+        m[3].p = p
+        out.append(mc(xs[2]))
+    loader = [xs[0], xs[1], xs[2] * 2]
+    torch.optim.swa_utils.update_bn(loader, mc)
+    out += [m[1].running_mean, m[1].running_var, m[1].momentum, m[1].num_batches_tracked]
+    m[1].eps = 1e-1
+    m.eval()
+    out.append(mc(xs[3]))
+    return out
+
+
+def seeded_inside_step(torch, ctx):
+    """A compiled function that seeds the generator itself (torch.manual_seed in the step, a
+    local Generator().manual_seed for a fixed noise pattern): each call must draw the same
+    numbers; the graph had drawn on from where the last call stopped."""
+
+    def noisy(x):
+        torch.manual_seed(123)
+        return x + torch.randn(x.shape), torch.randint(0, 10, (3,))
+
+    def fixed_noise(x):
+        g = torch.Generator().manual_seed(7)
+        return x + torch.rand(x.shape, generator=g), torch.randperm(5, generator=g)
+
+    noisy = _compiled(torch, ctx, noisy)
+    fixed_noise = _compiled(torch, ctx, fixed_noise)
+    x = torch.zeros(2, 3)
+    out = [noisy(x), noisy(x), fixed_noise(x), fixed_noise(x)]
+    return out + [torch.rand(2)]
+
+
+def teacher_forcing_seq2seq(torch, ctx):
+    """A GRU encoder-decoder trained with teacher forcing decided per step by
+    ``random.random() < ratio`` and a NumPy-drawn scale, the step compiled: a graph holds
+    the draws made while tracing and repeats them on every call (ember.function warns of
+    that); ember.compile must run such a step eagerly, drawing anew each call, as PyTorch."""
+    import random
+
+    nn = torch.nn
+    enc = ctx.init(nn.GRU(3, 6, batch_first=True), "enc")
+    dec_cell = ctx.init(nn.GRUCell(4, 6), "dec")
+    emb = ctx.init(nn.Embedding(5, 4), "emb")
+    out_proj = ctx.init(nn.Linear(6, 5), "proj")
+    params = [*enc.parameters(), *dec_cell.parameters(), *emb.parameters(), *out_proj.parameters()]
+    opt = torch.optim.Adam(params, lr=1e-2)
+
+    def step(src, tgt, ratio):
+        _, h = enc(src)
+        h = h[0]
+        inp = torch.zeros(tgt.shape[0], dtype=torch.long)
+        loss = 0
+        for t in range(tgt.shape[1]):
+            h = dec_cell(emb(inp), h)
+            logits = out_proj(h)
+            loss = loss + nn.functional.cross_entropy(logits, tgt[:, t])
+            inp = tgt[:, t] if random.random() < ratio else logits.argmax(-1)
+        loss = loss * float(np.random.uniform(0.5, 1.5))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    step = _compiled(torch, ctx, step)
+    random.seed(0)
+    np.random.seed(0)
+    rng = np.random.default_rng(10)
+    losses = []
+    for i in range(4):
+        src = ctx.t(rng.standard_normal((2, 4, 3)).astype(np.float32))
+        tgt = ctx.t(rng.integers(0, 5, (2, 3)))
+        losses.append(step(src, tgt, 0.5))
+    return [losses, out_proj.weight, random.random(), float(np.random.rand())]
+
+
 PROGRAMS = [
     varying_batch_training,
     shapes_steer_python,
@@ -240,6 +363,10 @@ PROGRAMS = [
     recurrent_module_state,
     graph_break_side_effects,
     graph_break_training_step,
+    inputs_requiring_grad_in_turn,
+    module_settings_changed,
+    seeded_inside_step,
+    teacher_forcing_seq2seq,
 ]
 
 

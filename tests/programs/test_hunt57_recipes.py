@@ -2,8 +2,8 @@
 with their steps under ``ember.function``): skip-gram with sparse embedding gradients and
 SparseAdam, an EMA of the weights by swa_utils, second-order MAML through functional_call,
 per-sample convolutions by the groups trick, cross-attention with other key/value widths,
-a VQ-VAE's straight-through codebook with EMA updates, a linear-chain CRF, and
-checkpoint_sequential.
+a VQ-VAE's straight-through codebook with EMA updates, a linear-chain CRF,
+checkpoint_sequential, and epochs over persistent DataLoader workers.
 """
 
 import numpy as np
@@ -297,6 +297,46 @@ def checkpointed_sequential(torch, ctx):
     return [y, g_ckpt, g_plain, z, x2.grad]
 
 
+def persistent_worker_epochs(torch, ctx):
+    """A training loop over a shuffled DataLoader with two persistent workers, a seeded
+    generator and drop_last, for three epochs: PyTorch draws the iterator's base
+    seed only on the first epoch (later ones reset the iterator it keeps), so the later
+    epochs' orders differ from a non-persistent loader's; ember drew one every epoch."""
+    U = torch.utils.data
+    rng = np.random.default_rng(9)
+    X = ctx.t(rng.standard_normal((10, 3)).astype(np.float32))
+    Y = ctx.t(rng.standard_normal((10, 1)).astype(np.float32))
+    ds = U.TensorDataset(X, Y)
+    model = ctx.init(torch.nn.Linear(3, 1), "lin")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = U.DataLoader(
+        ds,
+        batch_size=3,
+        shuffle=True,
+        num_workers=2,
+        persistent_workers=True,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(4),
+    )
+    plain = U.DataLoader(
+        U.TensorDataset(torch.arange(10)),
+        batch_size=4,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(4),
+    )
+    seen, losses = [], []
+    for epoch in range(3):
+        for x, y in loader:
+            seen.append(x[:, 0])
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+    orders = [[b[0] for b in plain] for _ in range(2)]
+    return [seen, losses, model.weight, len(loader), orders]
+
+
 PROGRAMS = [
     skipgram_sparse,
     ema_swa,
@@ -306,6 +346,7 @@ PROGRAMS = [
     vqvae_codebook,
     crf_viterbi,
     checkpointed_sequential,
+    persistent_worker_epochs,
 ]
 CAPTURED = [vqvae_codebook]
 
