@@ -8,7 +8,8 @@ done twice, where PyTorch, resuming after its graph break, does each once; and i
 require grad on some calls only, which a symbolic program's key did not tell apart; layers'
 settings (Dropout's p, BatchNorm's momentum) changed between calls, the generator seeded
 inside the function, and draws from Python's random module (teacher forcing), all of which the
-graph had baked in.
+graph had baked in; and a result computed under enable_grad inside a function called under
+no_grad, which had no gradient.
 """
 
 import math
@@ -355,6 +356,45 @@ def teacher_forcing_seq2seq(torch, ctx):
     return [losses, out_proj.weight, random.random(), float(np.random.rand())]
 
 
+def grad_modes_inside(torch, ctx):
+    """Compiled functions that set the grad mode themselves: a predictor decorated with
+    no_grad, and a scorer that enables grad inside (``with torch.enable_grad():``) called
+    from an evaluation loop under no_grad, whose result must still carry a gradient (an
+    input-saliency map computed during validation); the graph had none."""
+    nn = torch.nn
+    m = ctx.init(nn.Linear(3, 2), "m")
+
+    @torch.no_grad()
+    def predict(x):
+        return m(x).argmax(-1), m(x)
+
+    def saliency(x):
+        with torch.enable_grad():
+            x = x.detach().requires_grad_(True)
+            score = m(x).logsumexp(-1).sum()
+            (g,) = torch.autograd.grad(score, x)
+            return score, g
+
+    def score_only(x):
+        with torch.enable_grad():
+            return m(x).pow(2).sum()
+
+    predict = _compiled(torch, ctx, predict)
+    saliency = _compiled(torch, ctx, saliency)
+    score_only = _compiled(torch, ctx, score_only)
+    rng = np.random.default_rng(11)
+    out = []
+    for n in (4, 4, 6):
+        x = ctx.t(rng.standard_normal((n, 3)).astype(np.float32))
+        a, b = predict(x)
+        with torch.no_grad():
+            s, g = saliency(x)
+            c = score_only(x)
+        c.backward()
+        out.append([a, b, b.requires_grad, s, g, c, c.requires_grad, m.weight.grad.clone()])
+    return out
+
+
 PROGRAMS = [
     varying_batch_training,
     shapes_steer_python,
@@ -367,6 +407,7 @@ PROGRAMS = [
     module_settings_changed,
     seeded_inside_step,
     teacher_forcing_seq2seq,
+    grad_modes_inside,
 ]
 
 

@@ -261,7 +261,12 @@ def _capture_call(
         tuple(builder.backward_roots),
     )
     autograd = None
-    if builder.backward_start is None and _reg.is_grad_enabled():
+    # (also under no_grad where a result was computed with grad enabled inside the function,
+    # ``with torch.enable_grad():``, as eagerly it has a grad_fn)
+    wants_grad = _reg.is_grad_enabled() or any(
+        getattr(t, "_requires_grad", False) for t in out_leaves
+    )
+    if builder.backward_start is None and wants_grad:
         autograd = _aot_backward(builder, call, user_values + extra, leaves, options)
     if autograd is None:
         graph.set_outputs(user_values + extra)
