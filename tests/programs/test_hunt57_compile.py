@@ -395,6 +395,61 @@ def grad_modes_inside(torch, ctx):
     return out
 
 
+def trainer_bound_method(torch, ctx):
+    """A Trainer class whose bound train_step is compiled: gradient accumulation over two
+    micro-batches steered by a Python step counter on the trainer, a history list on it, and
+    an EMA helper whose no_grad update method (its own counter) is compiled too."""
+    nn = torch.nn
+
+    class EMA:
+        def __init__(self, model, decay):
+            self.decay, self.num_updates = decay, 0
+            self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+        @torch.no_grad()
+        def update(self, model):
+            self.num_updates += 1
+            d = min(self.decay, (1 + self.num_updates) / (10 + self.num_updates))
+            for k, v in model.state_dict().items():
+                self.shadow[k].mul_(d).add_(v, alpha=1 - d)
+
+    class Trainer:
+        def __init__(self):
+            self.model = ctx.init(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)), "m")
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=0.01)
+            self.ema = EMA(self.model, 0.99)
+            self.global_step, self.accum, self.history = 0, 2, []
+
+        def train_step(self, x, y):
+            loss = nn.functional.mse_loss(self.model(x), y) / self.accum
+            loss.backward()
+            self.global_step += 1
+            if self.global_step % self.accum == 0:
+                self.opt.step()
+                self.opt.zero_grad()
+            self.history.append(loss.detach())
+            return loss.detach()
+
+    tr = Trainer()
+    step = _compiled(torch, ctx, tr.train_step)
+    update = _compiled(torch, ctx, tr.ema.update)
+    rng = np.random.default_rng(12)
+    out = []
+    for _ in range(5):
+        x = ctx.t(rng.standard_normal((4, 3)).astype(np.float32))
+        y = ctx.t(rng.standard_normal((4, 1)).astype(np.float32))
+        out.append(step(x, y))
+        update(tr.model)
+    return [
+        out,
+        tr.global_step,
+        tr.history,
+        tr.model[0].weight.grad,
+        tr.ema.shadow,
+        tr.ema.num_updates,
+    ]
+
+
 PROGRAMS = [
     varying_batch_training,
     shapes_steer_python,
@@ -408,6 +463,7 @@ PROGRAMS = [
     seeded_inside_step,
     teacher_forcing_seq2seq,
     grad_modes_inside,
+    trainer_bound_method,
 ]
 
 
