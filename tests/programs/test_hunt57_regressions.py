@@ -51,16 +51,29 @@ def test_a_persistent_seed_that_is_no_seed_is_refused():
         loader.load_state_dict(state)
 
 
-def test_seeding_inside_a_traced_function_is_refused_at_the_users_line():
+def test_seeding_inside_a_traced_function_warns_and_fails_a_compile_capture():
     def step(x):
         ember.manual_seed(3)
         return x + ember.randn(3)
 
+    # ember.function bakes the seeding in (its first call is right), with a warning at the
+    # user's line
+    with pytest.warns(UserWarning, match="manual_seed inside a traced function") as info:
+        first = ember.function(step)(ember.zeros(3))
+    assert info[0].filename == __file__
+    ember.manual_seed(3)
+    assert ember.equal(first, ember.randn(3))
+    # ember.compile refuses the capture (nothing seeded by it) and runs each call eagerly
+    compiled = ember.compile(step, fullgraph=True)
     state = ember.get_rng_state()
     with pytest.raises(ember.TraceError, match="manual_seed inside a traced function") as info:
-        ember.function(step)(ember.zeros(3))
+        compiled(ember.zeros(3))
     assert f"{__file__}:{step.__code__.co_firstlineno + 1}" in str(info.value)
-    assert ember.equal(ember.get_rng_state(), state)  # (nothing was seeded)
+    assert ember.equal(ember.get_rng_state(), state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = ember.compile(step)
+        assert ember.equal(eager(ember.zeros(3)), eager(ember.zeros(3)))
 
 
 def test_a_failed_compile_trace_draws_python_random_once_and_appends_once():
