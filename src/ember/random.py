@@ -24,12 +24,15 @@ continue that stream).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
+import warnings
 
 import numpy as np
 
 from .devices import check_device
-from .errors import RNGStateError
+from .errors import RNGStateError, TraceError, user_stacklevel
+from .symbolic_assumptions import in_user_trace
 
 _DEFAULT_SEED = 67280421310721
 
@@ -47,6 +50,8 @@ class Generator:
 
     def manual_seed(self, seed: int) -> Generator:
         seed = int(seed)
+        if in_user_trace():
+            _refuse_while_traced("manual_seed")
         if seed < 0:
             raise ValueError(f"manual_seed: the seed must be non-negative, got {seed}")
         self._seed = seed
@@ -304,6 +309,41 @@ def _checked_state(state) -> tuple[dict, int | None, float | None]:
     return numpy_state, seed, None
 
 
+# whether seeding while a function is traced fails its capture (ember.compile, which then runs
+# the call eagerly) rather than warns (ember.function, whose graph keeps the trace's seeding)
+_SEEDING_REFUSED: contextvars.ContextVar = contextvars.ContextVar(
+    "ember_seeding_refused", default=False
+)
+
+
+@contextlib.contextmanager
+def seeding_refused():
+    """Inside the block, (re)seeding a generator while the user's code is traced raises
+    TraceError (`_refuse_while_traced`)."""
+    token = _SEEDING_REFUSED.set(True)
+    try:
+        yield
+    finally:
+        _SEEDING_REFUSED.reset(token)
+
+
+def _refuse_while_traced(what: str) -> None:
+    """A generator (re)seeded by the traced function (``torch.manual_seed(0)`` in a step, a
+    ``Generator().manual_seed(s)`` made there): a graph's random ops draw from their
+    generator's state at each run, so the seed is set once, while tracing, and each later
+    call goes on drawing where the last stopped. Under ember.compile that fails the capture
+    (PyTorch's compiler breaks its graph there and seeds eagerly: the call runs eagerly);
+    ember.function warns."""
+    message = (
+        f"{what} inside a traced function: a graph's random ops draw from the generator's "
+        "state at each run, so the seed is set once, while tracing, not on each call; seed "
+        "outside the function (or pass a generator seeded there)"
+    )
+    if _SEEDING_REFUSED.get():
+        raise TraceError(message, op=what)
+    warnings.warn(f"{what}: {message}", stacklevel=user_stacklevel())
+
+
 default_generator = Generator()
 
 
@@ -330,6 +370,8 @@ def get_rng_state():
 def set_rng_state(state) -> None:
     """Restore the default generator from `get_rng_state`'s bytes (ember's or PyTorch's) or a
     `Generator.json_state` dict."""
+    if in_user_trace():
+        _refuse_while_traced("set_rng_state")
     default_generator.set_state(state)
 
 

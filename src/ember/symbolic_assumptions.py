@@ -30,6 +30,7 @@ __all__ = [
     "first_broken",
     "record",
     "recording",
+    "in_user_trace",
     "tracing_user_code",
 ]
 
@@ -152,6 +153,11 @@ def decide_by_example(left, op: str, right) -> bool | None:
         key = ("holds", str(left), str(right), held)
         found.setdefault(key, Assumption("holds", left, right, op=held))
     return outcome
+
+
+def in_user_trace() -> bool:
+    """Whether the user's own Python is being traced now (`tracing_user_code`)."""
+    return _USER.get()
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ tensor's shape, dtype and requires_grad. A guard records, after such a call, wha
 was read from:
 
 * the arguments: each tensor argument's type, shape, NumPy dtype and requires_grad (or, with an
-  ``input_signature``, its `TensorSpec`, checked again), every other argument by identity;
+  ``input_signature``, its `TensorSpec`, checked again, and requires_grad), every other
+  argument by identity;
 * grad mode;
 * every read of Python state the search made (`guards.Probes`: closure cells, globals, the
   objects' attributes, the lists and dicts it walked, by identity), and the contents of the
@@ -172,6 +173,8 @@ class CallGuard:
         else:
             for spec, t, name in zip(self._specs, leaves, self._names):
                 spec.check(t, f"argument {name}")  # (raises as the full path does)
+            if [t._requires_grad for t in leaves] != [g for _, _, g in self._leaf_facts]:
+                return None  # (the key holds it beside the spec)
         if not self._stateless and (
             list(map(_TRAINING, self._modules)) != self._flags
             or not all(map(is_, map(_DATA, self._tensors), self._arrays))

@@ -43,6 +43,13 @@ How the arguments map, and where ember differs from PyTorch:
   function runs eagerly from then on, after one warning that names the reason.
 * ``disable=True`` returns ``model_or_fn`` itself.
 
+A capture that fails part way runs the call again eagerly (capture/undo.py first puts back
+what the failed trace did to the Python state it reaches, and to Python's and NumPy's global
+random generators, so each side effect happens once). A function that draws from those
+generators (``random.random() < p``), or that seeds a generator (``torch.manual_seed``),
+fails its capture here, where ``ember.function`` warns and bakes the one draw or seeding in:
+PyTorch's compiled code draws and seeds on every call.
+
 ``module.compile(**same arguments)`` (PyTorch's ``Module.compile``) compiles the module's
 forward in place: its instance's ``forward`` becomes a `_CompiledForward` (the class's forward
 of the module through the same machinery); the module keeps its identity and state_dict keys.
@@ -57,12 +64,14 @@ import weakref
 from .._inductor import is_setting as _is_inductor_setting
 from ..errors import TraceError, user_stacklevel
 from ..nn.module import _COMPILE_FORWARD, Module
+from ..random import seeding_refused
 from ..runtime.executors import EXECUTORS
 from ..tensor import Tensor
 from .automatic_dynamic import AutomaticDynamic
 from .function import Function
 from .function import reset_all as function_reset_all
 from .signature import TensorSpec
+from .trace import python_draws_refused
 
 __all__ = ["OptimizedModule", "compile", "reset_all"]
 
@@ -166,9 +175,12 @@ class _Compiled:
                 self.dynamic_functions[key] = function
             self.function = function
         try:
-            if self.automatic is not None:
-                return self.automatic(args, kwargs)
-            return self.function(*args, **kwargs)
+            # (a draw from Python's or NumPy's generators fails the capture: eagerly, each
+            # call draws anew, as PyTorch's compiled code does)
+            with python_draws_refused(), seeding_refused():
+                if self.automatic is not None:
+                    return self.automatic(args, kwargs)
+                return self.function(*args, **kwargs)
         except TraceError as error:
             if self.fullgraph:
                 raise

@@ -4,8 +4,8 @@ The tf.function / torch.compile of ember. Calling a `Function`:
 
 1. builds the call's key (capture/signature.py): tensor arguments by shape, dtype and
    requires_grad (or by the `TensorSpec` of ``input_signature``, whose ``None`` dimensions make
-   the graph work for every size there), Python arguments by value, and the state the function
-   reaches (capture/state.py: module training flags, the optimizer's buffers and
+   the graph work for every size there, and requires_grad), Python arguments by value, and the
+   state the function reaches (capture/state.py: module training flags, the optimizer's buffers and
    hyper-parameters, and which parameters have a gradient, though only for graphs that read a
    gradient or run backward: a forward pass is cached once whatever the gradients are);
 2. on a new key, traces the function with a `GraphBuilder`: eager state is captured as graph

@@ -101,7 +101,9 @@ class CallKey:
 
 def tensor_component(t: TensorBase, spec: TensorSpec | None):
     if spec is not None:
-        return ("spec", spec)
+        # (a spec fixes the sizes it names, not whether the argument requires grad: a graph
+        # traced for one that does not has no gradient for it)
+        return ("spec", spec, bool(t.requires_grad))
     return ("tensor", tuple(t.shape), t.dtype.name, bool(t.requires_grad))
 
 

@@ -22,6 +22,8 @@ which picks the fastest per graph, ``"codegen"``, ``"interpreter"``, ``"parallel
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gc
 import random
 import tracemalloc
@@ -56,9 +58,28 @@ from .graph_function import GraphFunction
 from .signature import parameter_names, split_args
 from .size_checks import SizeCheck
 from .state import ARRAY_GUARD_LIMIT, check_found, discover, state_aliases, watching_grad_reads
+from .undo import PythonGenerators
 from .writebacks import Snapshot, plan_writebacks
 
-__all__ = ["capture_call", "trace"]
+__all__ = ["capture_call", "python_draws_refused", "trace"]
+
+# whether a trace that draws from Python's or NumPy's global generators is refused (a
+# TraceError: ember.compile then runs the call eagerly, drawing on each call as PyTorch does)
+# rather than warned about (ember.function: the graph keeps the one draw)
+_REFUSE_PYTHON_DRAWS: contextvars.ContextVar = contextvars.ContextVar(
+    "ember_refuse_python_draws", default=False
+)
+
+
+@contextlib.contextmanager
+def python_draws_refused():
+    """Inside the block, a traced function's draws from Python's or NumPy's global random
+    generators fail its capture (`_warn_python_draws`)."""
+    token = _REFUSE_PYTHON_DRAWS.set(True)
+    try:
+        yield
+    finally:
+        _REFUSE_PYTHON_DRAWS.reset(token)
 
 
 def capture_call(fn, args, kwargs, **options) -> GraphFunction:
@@ -140,6 +161,7 @@ def _capture_call(
     entry_grads = {id(t.grad): t for _, t in reach.named_tensors() if isinstance(t.grad, Tensor)}
     snapshot = Snapshot(reach, fn)
     python_rng = _python_rng_state()
+    generators = PythonGenerators()
     location = user_location()
     try:
         with watching_grad_reads() as grads_read, builder, tracing_user_code():
@@ -209,7 +231,8 @@ def _capture_call(
         )
         modes = snapshot.changed_modes()
     except (TraceError, ShapeError):
-        snapshot.undo_attributes()  # (the call runs again: eagerly, or traced otherwise)
+        snapshot.undo()  # (the call runs again: eagerly, or traced otherwise)
+        generators.restore()  # (and draws again what the trace drew)
         raise
     finally:
         close_items(builder)
@@ -238,7 +261,12 @@ def _capture_call(
         tuple(builder.backward_roots),
     )
     autograd = None
-    if builder.backward_start is None and _reg.is_grad_enabled():
+    # (also under no_grad where a result was computed with grad enabled inside the function,
+    # ``with torch.enable_grad():``, as eagerly it has a grad_fn)
+    wants_grad = _reg.is_grad_enabled() or any(
+        getattr(t, "_requires_grad", False) for t in out_leaves
+    )
+    if builder.backward_start is None and wants_grad:
         autograd = _aot_backward(builder, call, user_values + extra, leaves, options)
     if autograd is None:
         graph.set_outputs(user_values + extra)
@@ -274,6 +302,13 @@ def _warn_python_draws(before: tuple, graph_name: str, location: str | None) -> 
     if now[0] == before[0] and np.array_equal(now[1], before[1]) and now[2] == before[2]:
         return
     where = f" (called at {location})" if location else ""
+    if _REFUSE_PYTHON_DRAWS.get():
+        raise TraceError(
+            f"{graph_name}{where} draws from Python's random module or NumPy's global "
+            "generator: a graph would hold the one draw made while tracing and repeat its "
+            "outcome on every call",
+            op="function",
+        )
     warnings.warn(
         f"{graph_name}{where} drew from Python's random module or NumPy's global generator "
         "while it was traced: the graph holds that one draw, and every call repeats its "

@@ -20,6 +20,7 @@ from ..errors import TraceError
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..symbolic import SymDim
 from ..tensor import Tensor
+from .undo import Contents
 
 __all__ = ["Snapshot", "Writeback", "WritebackKind", "apply_writebacks", "plan_writebacks"]
 
@@ -70,6 +71,10 @@ class Snapshot:
         # (``features["h"] = h.detach()`` into an empty dict) is a slot too, absent before
         dicts = {id(v): v for _, _, v in self.slots if type(v) is dict}
         self.dicts = [(v, set(v)) for v in dicts.values()]
+        # the containers all these hold, item by item, and the slots' values: what a trace
+        # that fails changed in them is put back before the call runs again (`undo`)
+        held = [v for _, before in self.attributes for v in before.values()]
+        self.contents = Contents(held + [v for _, _, v in self.slots], self.slots, get)
 
     def entry_grad(self, t: Tensor, builder):
         if id(t) in self.grads:
@@ -194,9 +199,14 @@ class Snapshot:
                     found.append((lst, items))
         return found
 
-    def undo_attributes(self) -> None:
-        """Put every module's plain attributes back as they were before the trace (a trace
-        that failed: ``self.calls += 1`` ran while tracing, and the call runs again)."""
+    def undo(self) -> None:
+        """Put the Python state back as it was before the trace (a trace that failed: the
+        call runs again, so ``self.calls += 1``, ``history.append(...)``, ``stats[k] = ...``
+        or a scheduler's step that ran while tracing must not count twice): every module's
+        plain attributes, the closure cells, globals and containers the function reaches,
+        and the optimizers' param groups and schedulers."""
+        self.contents.restore(put)
+        self.undo_group_changes()
         for m, before in self.attributes:
             current = vars(m)
             for name in [n for n in current if n not in before]:

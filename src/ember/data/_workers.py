@@ -347,6 +347,7 @@ class WorkerPool:
 
     def __init__(self, spec: WorkerSpec, context, base_seed: int, timeout: float):
         self.token = secrets.token_hex(4)
+        self.base_seed = base_seed
         self.prefix = f"{_PREFIX}{os.getpid()}-{self.token}-"
         self.num_workers = spec.num_workers
         self.iterable = spec.iterable

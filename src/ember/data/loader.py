@@ -4,7 +4,10 @@ One pass over the loader is an *epoch*. At its start the loader draws, from its 
 default generator when none is given), in PyTorch's order and with PyTorch's draws:
 
 1. one base seed for the data randomness of the epoch (a 64-bit draw modulo 2**63): random
-   transforms draw from a per-batch generator derived from it (see `ember.data.rng`);
+   transforms draw from a per-batch generator derived from it (see `ember.data.rng`); with
+   ``persistent_workers`` only the epoch that starts the workers draws it, as PyTorch resets
+   the iterator it keeps for the later ones (their batch generators hash it with the epoch,
+   and `state_dict()` keeps it as ``persistent_seed``);
 2. the epoch's order: with ``shuffle``, PyTorch's RandomSampler's (a ``randperm`` of the dataset
    from the loader's generator, or without one from a fresh generator seeded by the default
    one, then the permutation it draws for the empty remainder), else ``0..n-1`` (or the indices
@@ -184,6 +187,7 @@ class DataLoader:
         self._iterable = iterable
         self._auto_collation = batch_size is not None  # False: each sample is its own "batch"
         self._pool = None  # the persistent workers, started by the first epoch
+        self._kept_seed: int | None = None  # their first epoch's base seed
         self._pool_finalizer = None
         self._next_epoch = 0  # the epoch the next pass runs
         self._skip = 0  # batches the next pass skips (set by load_state_dict)
@@ -207,8 +211,16 @@ class DataLoader:
         gen = resolve(self.generator)
         start_state = gen.json_state()
         # PyTorch's draw order: the base seed (a 64-bit draw modulo 2**63) as the iterator is
-        # made, then the sampler's order
-        base_seed = int(gen.words64(1)[0]) % 2**63
+        # made, then the sampler's order; persistent workers keep their iterator, which a later
+        # epoch resets without a draw (`_persistent_seed`)
+        base_seed = self._persistent_seed()
+        drew = base_seed is None
+        if drew:
+            base_seed = int(gen.words64(1)[0]) % 2**63
+            if self.num_workers and self.persistent_workers:
+                self._kept_seed = base_seed
+        else:  # (the batches' data generators still differ by epoch: data/rng.py)
+            base_seed = _epoch_seed(base_seed, self._next_epoch)
         if self._iterable:
             batches = None
         elif self.batch_sampler is not None:
@@ -224,6 +236,7 @@ class DataLoader:
         if batches is not None:
             skip = min(skip, len(batches))
         record = _EpochRecord(self._next_epoch, start_state, skip)
+        record.drew_seed = drew
         self._current = record
         self._next_epoch += 1
         if self.num_workers:
@@ -235,6 +248,16 @@ class DataLoader:
         if self.prefetch:
             return _prefetched(fetch, range(skip, count), self.prefetch, record)
         return _synchronous(fetch, range(skip, count), record)
+
+    def _persistent_seed(self) -> int | None:
+        """The base seed of the persistent workers' first epoch where a later epoch reuses
+        them (PyTorch resets the iterator it keeps, drawing no new base seed), else None."""
+        if not (self.num_workers and self.persistent_workers):
+            return None
+        pool = self._pool
+        if pool is not None and pool.torn:
+            return None  # (an interrupted epoch: PyTorch's loader makes a new iterator too)
+        return self._kept_seed
 
     def _epoch_order(self, gen: Generator) -> np.ndarray:
         if self.sampler is not None:
@@ -304,7 +327,7 @@ class DataLoader:
         if self.persistent_workers and self._pool is not None:
             pool = self._pool
         else:
-            pool = self._start_pool(base_seed)
+            pool = self._start_pool(self._kept_seed if self.persistent_workers else base_seed)
         if self._iterable:
             tasks = ((b, base_seed, None) for b in itertools.count())
         else:
@@ -372,13 +395,18 @@ class DataLoader:
             epoch, batch, state = record.epoch, record.position, record.start_state
         else:
             epoch, batch, state = self._next_epoch, 0, resolve(self.generator).json_state()
-        return {
+        out = {
             "epoch": epoch,
             "batch": batch,
             "generator": state,
             "num_samples": self._num_samples(),
             "batch_size": self.batch_size,
         }
+        if self._persistent_seed() is not None:  # (the epochs after the first draw none)
+            out["persistent_seed"] = self._kept_seed
+            if record is not None and not record.finished and record.drew_seed:
+                del out["persistent_seed"]  # (resumed, that epoch draws it again)
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         """Make the next pass continue exactly where the saved loader stood (this sets the
@@ -394,6 +422,13 @@ class DataLoader:
                     op="DataLoader.load_state_dict",
                 )
         resolve(self.generator).set_state(state["generator"])
+        seed = state.get("persistent_seed")
+        if seed is not None and not (isinstance(seed, int) and 0 <= seed < 2**63):
+            raise StateDictError(
+                f"persistent_seed must be an int in [0, 2**63), got {seed!r}",
+                op="DataLoader.load_state_dict",
+            )
+        self._kept_seed = seed if self.num_workers and self.persistent_workers else None
         self._next_epoch = int(state["epoch"])
         self._skip = int(state["batch"])
         self._current = None
@@ -421,13 +456,22 @@ class DataLoader:
 class _EpochRecord:
     """One pass: its epoch index, the generator state before it, and batches handed out."""
 
-    __slots__ = ("epoch", "start_state", "position", "finished")
+    __slots__ = ("epoch", "start_state", "position", "finished", "drew_seed")
 
     def __init__(self, epoch: int, start_state: dict, position: int):
         self.epoch = epoch
         self.start_state = start_state
         self.position = position
         self.finished = False
+        self.drew_seed = True  # (False: an epoch of persistent workers, which draws none)
+
+
+def _epoch_seed(base_seed: int, epoch: int) -> int:
+    """The seed of a later epoch's batch generators (data/rng.py) on persistent workers: the
+    first epoch's base seed hashed with the epoch, drawing nothing from the loader's
+    generator, as PyTorch's reset iterator draws nothing."""
+    words = np.random.SeedSequence([base_seed, 3, epoch]).generate_state(1, np.uint64)
+    return int(words[0]) % 2**63
 
 
 _END = object()  # what an iterable dataset's fetch returns after its last batch

@@ -11,6 +11,9 @@ from .module import Module
 
 class _DropoutNd(Module):
     _fn = "dropout"
+    # (a captured graph bakes in the probability: a schedule, or ``m.p = 0`` for evaluation,
+    # retraces as PyTorch's guards recompile)
+    _graph_flags = ("p",)
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()

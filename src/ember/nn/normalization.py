@@ -25,6 +25,10 @@ from .parameter import new_parameter, new_tensor
 class _NormBase(Module):
     """Per-channel affine parameters and (optionally) running statistics."""
 
+    # (a captured graph bakes these in: swa_utils.update_bn sets momentum to None for a
+    # cumulative average and back, which retraces as PyTorch's guards recompile)
+    _graph_flags = ("momentum", "eps", "track_running_stats")
+
     def __init__(
         self,
         num_features: int,
