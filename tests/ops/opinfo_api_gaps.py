@@ -110,4 +110,8 @@ INTERNAL = {
     "random_poisson": "(its VJP only) OpInfo compares no gradient of a random op (the draws "
     "differ from PyTorch's); its VJP, zero as PyTorch's, runs in the conformance samples and "
     "is compared with torch.poisson's in tests/test_tensor_api_gaps.py",
+    "linspace": "made only by a graph over symbolic sizes (linspace(a, b, x.size(1)) under "
+    "automatic dynamic shapes; a concrete count is a constant, which OpInfo's samples give): "
+    "compared with torch.linspace in tests/ops/samples_sem58.py and, compiled over varying "
+    "sizes, in tests/test_sem58_symbolic_sizes.py",
 }
