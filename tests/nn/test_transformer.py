@@ -233,3 +233,25 @@ def test_encoder_padding_in_inference_matches_torch_nested_path(pads, norm_first
     with ember.no_grad():
         got = e(ember.tensor(x), src_key_padding_mask=ember.tensor(mask)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_layer_built_before_a_tensor_subclass_keeps_the_nested_path():
+    """A program's first Tensor subclass wraps ember's public functions for dispatch for the
+    rest of the process; a layer built before holds ``F.relu`` itself, and still counts as
+    ReLU for PyTorch's nested-tensor path (its padded outputs zeros). In a fresh process: the
+    switch is process-wide and may already be on here."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ember\n"
+        "layer = ember.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)\n"
+        "class Tagged(ember.Tensor):\n"
+        "    pass\n"
+        "assert ember.nn.functional.relu is not layer.activation\n"
+        "print(ember.nn.TransformerEncoder(layer, 2).use_nested_tensor)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split()[-1] == "True", out.stdout + out.stderr

@@ -34,6 +34,18 @@ def generate_square_subsequent_mask(sz, dtype=None) -> Tensor:
     return E.triu(E.full((sz, sz), float("-inf"), dtype=d), 1)
 
 
+def _undispatched(fn):
+    """``fn`` without the ``__torch_function__`` dispatch that a program's first Tensor subclass
+    puts on ember's public functions (_torch_function.enable, for the rest of the process): a
+    layer built before then holds ``F.relu`` itself, one built after it the dispatching
+    wrapper, and both are ReLU."""
+    return fn.__wrapped__ if getattr(fn, "_dispatches", False) else fn
+
+
+def _relu_or_gelu() -> tuple:  # (read at each check: F's names may be wrapped since)
+    return _undispatched(F.relu), _undispatched(F.gelu)
+
+
 def _activation(activation) -> Callable:
     if not isinstance(activation, str):
         return activation
@@ -136,7 +148,7 @@ class TransformerEncoder(Module):
             and attn.batch_first
             and attn._qkv_same_embed_dim
             and attn.in_proj_bias is not None
-            and (encoder_layer.activation in (F.relu, F.gelu) or
+            and (_undispatched(encoder_layer.activation) in _relu_or_gelu() or
                  type(encoder_layer.activation).__name__ in ("ReLU", "GELU"))
             and encoder_layer.norm1.eps == encoder_layer.norm2.eps
             and attn.num_heads % 2 == 0
