@@ -198,3 +198,17 @@ def test_float64_across_the_whole_range(alpha):
     got = ADD_ALPHA.kernel(x, y, alpha=alpha)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_the_numpy_kernels_results_are_writable():
+    """The specification's result is the user's tensor where no compiler runs: a later
+    in-place op writes it (it was a read-only broadcast view: ``sign_`` refused)."""
+    from ember.ops.add_alpha import _kernel
+
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((5, 4)).astype(dtype)
+        for y in (rng.standard_normal((5, 4)), rng.standard_normal(4), rng.standard_normal((5, 1))):
+            out = _kernel(x, y.astype(dtype), alpha=0.3)
+            assert out.flags.writeable and out.shape == (5, 4)
+            out[...] = 0.0

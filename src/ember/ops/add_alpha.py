@@ -147,7 +147,9 @@ def _kernel(x, y, *, alpha):
     else:  # float16, bfloat16: alpha rounded to their dtype, fused in float32, rounded once
         half = float(np.asarray(alpha, dtype=x.dtype))
         out = _fma32(x.astype(np.float32), half, y.astype(np.float32)).astype(x.dtype)
-    return np.asarray(np.broadcast_to(out, np.broadcast_shapes(x.shape, y.shape)))
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    # (a broadcast view is read-only: the result is the user's tensor, written in place later)
+    return out if out.shape == shape else np.broadcast_to(out, shape).copy()
 
 
 def _reduce_to(g, t):
