@@ -123,8 +123,10 @@ def _local(value) -> str:
 profiler = None
 
 
-# what a kernel raises when its operands or attributes are not what it takes (the eager mode's
-# set, eager.py, with the arithmetic errors of a conversion: int(nan), a float past int64)
+# what a kernel raises when its operands or attributes are not what it takes: wider than the
+# eager mode's set (eager.py: ValueError, TypeError, IndexError, FloatingPointError), as a graph
+# file's attributes reach fast paths the eager calls never give them (a dict lookup by a
+# hostile key, int(nan), a float past int64)
 KERNEL_FAILURES = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError)
 
 
