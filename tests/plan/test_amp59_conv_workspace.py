@@ -101,9 +101,10 @@ def test_float32_forward_workspace_is_none():
 
 @pytest.mark.skipif(
     not compiler_available(),
-    reason="no C compiler: the NumPy fallback's step holds about 1 MiB the plan does not "
-    "model, built up over the forward's strided convolutions and freed in the backward "
-    "(batch 8: planned 16.8 MiB, measured 17.9; not found yet)",
+    reason="no C compiler: the NumPy convolutions' im2col keeps a copy of each of its last "
+    "four inputs (ops/_conv_kernels.py's memo, so the weight gradient reuses the forward's "
+    "columns), allocated and evicted within the step where the plan counts none (batch 8: "
+    "planned 16.8 MiB, measured 17.9; 16.4 with the memo off)",
 )
 def test_resnet18_training_step_is_planned_as_measured(bare_executors):
     # the zoo's CIFAR ResNet-18 at a small batch: SGD with momentum, cross-entropy
