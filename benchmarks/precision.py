@@ -3,11 +3,16 @@ against float32, on the zoo's CNN and transformer (ember.zoo), with PyTorch's au
 measured in the same run as the peer; optionally the accuracy of ``ember train --amp``.
 
 Per model, one line per precision, each step captured with ``ember.function`` (zero_grad,
-forward and loss under autocast, backward, optimizer step; float16 with a GradScaler):
-* ember ms: median step time of interleaved rounds; x f32: its ratio to ember's float32 step;
+forward and loss under autocast, backward, optimizer step; float16 with a GradScaler), one
+thread each side (``--threads``), times the best of interleaved rounds of process CPU time:
+* ember ms: step time; x f32: its ratio to ember's float32 step;
 * peak MiB: the step's measured peak (``ember.plan.measure_peak``); x f32: its ratio;
 * torch ms, x f32: PyTorch eager's same step under ``torch.autocast`` and its ratio to torch's
-  float32 step (torch's own speed-up on this CPU, the yardstick for ember's).
+  float32 step (torch's own speed-up on this CPU, the yardstick for ember's);
+* torch peak, x f32: PyTorch's peak by the same definition: the bytes of the tensors alive
+  when the step starts (parameters, gradients, optimizer state, the batch) plus the most
+  bytes its CPU allocator holds beyond its start during the step (the profiler's
+  ``profile_memory`` events), and its ratio to torch's float32 step.
 The 16-bit speed depends on the C kernels reading and writing bfloat16/float16 (kernels/);
 where a product or convolution has none, it runs the NumPy reference in 16 bits.
 
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,33 +76,67 @@ def _setup(lib, name: str):
 
 
 def _time(fn, args, steps: int) -> float:
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(steps):
         fn(*args)
-    return (time.perf_counter() - start) / steps
+    return (time.process_time() - start) / steps
 
 
-def bench_model(name: str, steps: int, rounds: int, torch) -> None:
-    runs = {}
-    for precision in PRECISIONS:
+def _torch_storages_bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        if t is None:
+            continue
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+    return total
+
+
+def _torch_peak(torch, fn, args, model, opt) -> int:
+    """PyTorch's measured peak of one call (see the module docstring)."""
+    import json
+
+    alive = list(model.parameters()) + [p.grad for p in model.parameters()] + list(args)
+    alive += [v for state in opt.state.values() for v in state.values() if torch.is_tensor(v)]
+    held = _torch_storages_bytes(alive)
+    activity = torch.profiler.ProfilerActivity.CPU
+    with torch.profiler.profile(activities=[activity], profile_memory=True) as prof:
+        fn(*args)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    return held + max([0, *totals])
+
+
+def bench_model(name: str, steps: int, rounds: int, torch, precisions) -> None:
+    runs, objects = {}, {}
+    for precision in precisions:
         model, opt, x, y = _setup(ember, name)
         runs[("ember", precision)] = (_step(ember, name, precision, model, opt, True), (x, y))
         if torch is not None:
             model, opt, x, y = _setup(torch, name)
             runs[("torch", precision)] = (_step(torch, name, precision, model, opt, False), (x, y))
-    peaks = {}
+            objects[precision] = (model, opt)
+    peaks, torch_peaks = {}, {}
     for (side, precision), (fn, args) in runs.items():
         fn(*args)  # trace / warm up
         fn(*args)
         if side == "ember":
             peaks[precision] = measure_peak(fn, *args)
+        else:
+            torch_peaks[precision] = _torch_peak(torch, fn, args, *objects[precision])
     times: dict = {key: [] for key in runs}
     for _ in range(rounds):  # interleaved: each round re-warms every side
         for key, (fn, args) in runs.items():
             fn(*args)
             times[key].append(_time(fn, args, steps))
-    med = {key: statistics.median(t) for key, t in times.items()}
-    for precision in PRECISIONS:
+    med = {key: min(t) for key, t in times.items()}
+    for precision in precisions:
         ours = med[("ember", precision)]
         line = (
             f"{name:12s} {precision:9s} ember {ours * 1e3:9.1f} ms  "
@@ -111,9 +149,27 @@ def bench_model(name: str, steps: int, rounds: int, torch) -> None:
             line += (
                 f"  | torch {theirs * 1e3:9.1f} ms  "
                 f"x f32 {theirs / med[('torch', 'float32')]:5.2f}  "
-                f"ember/torch {ours / theirs:5.2f}"
+                f"ember/torch {ours / theirs:5.2f}  "
+                f"peak {torch_peaks[precision] / 2**20:8.1f} MiB  "
+                f"x f32 {torch_peaks[precision] / torch_peaks['float32']:5.2f}"
             )
         print(line, flush=True)
+
+
+def _cpu_family_model() -> str:
+    """The CPU's family, model and whether it has AVX512_BF16 (/proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read().split("\n\n")[0]
+    except OSError:
+        return "family unknown"
+    fields = dict(ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    bf16 = "avx512_bf16" in fields.get("flags", "").split()
+    return (
+        f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
+        f"AVX512_BF16 {'yes' if bf16 else 'no'}"
+    )
 
 
 def train_accuracy(epochs: int, amps: list) -> None:
@@ -151,25 +207,32 @@ def main() -> None:
     parser.add_argument("--models", default="cnn,transformer")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="threads of each side")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--train-accuracy", action="store_true")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--amp", default="bf16,fp16", help="the --amp settings to compare")
     parser.add_argument("--all", action="store_true", help="then the other precision_*.py")
     args = parser.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)  # float16 overflows the scaler skips
-    print(f"CPU: {cpu_model()}; {os.cpu_count()} CPUs; medians of {args.rounds} rounds")
+    print(
+        f"CPU: {cpu_model()} ({_cpu_family_model()}); {os.cpu_count()} CPUs; "
+        f"{args.threads} thread(s) each side; best of {args.rounds} interleaved rounds of "
+        f"{args.steps} steps, process CPU time"
+    )
+    ember.set_num_threads(args.threads)
     if args.train_accuracy:
         train_accuracy(args.epochs, args.amp.split(","))
         return
     try:
         import torch
 
-        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_num_threads(args.threads)
     except ImportError:
         torch = None
         print("(torch not installed: no peer column; pip install torch)")
     for name in args.models.split(","):
-        bench_model(name, args.steps, args.rounds, torch)
+        bench_model(name, args.steps, args.rounds, torch, args.precisions.split(","))
     np.seterr(all="warn")
     if args.all:
         here = os.path.dirname(os.path.abspath(__file__))

@@ -177,9 +177,9 @@ def test_the_ops_run_half_precision_without_float32_copies(bare_executors):
     assert abs(report.peak_bytes - measured) <= 0.05 * measured, (report.peak_bytes, measured)
     graph = ember.trace(step, x, w, g).graph
     names = {node.op.name: node for node in graph.nodes if node.kind == "call"}
-    assert _conv_dispatch._half_workspace(names["conv_input_grad"], None) == 0
+    assert _conv_dispatch._workspace(names["conv_input_grad"], None) == 0
     weight_grad = names["conv_weight_grad"]  # its float32 result and partial sums only
-    assert _conv_dispatch._half_workspace(weight_grad, None) < 2 * x.numel() * 4
+    assert _conv_dispatch._workspace(weight_grad, None) < 2 * x.numel() * 4
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=lambda d: np.dtype(d).name)

@@ -68,7 +68,10 @@ ELEMENT_COST = 2
 # ------------------------------------------------------------------------------- scratch space
 
 _SCRATCH_LIMIT_BYTES = 256 * 2**20
-_SCRATCH_LIMIT_ENTRIES = 32
+# the bytes bound the memory; the count only bounds the table: a step cycling through more
+# geometries than it holds (a ResNet-18 step's NumPy kernels: 56 entries, 30 MiB at batch 8)
+# would evict each entry just before its reuse, every call allocating all of them again
+_SCRATCH_LIMIT_ENTRIES = 512
 
 
 class _Local(threading.local):

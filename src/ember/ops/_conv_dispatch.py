@@ -142,6 +142,34 @@ _conv_weight_grad_kernel, _conv_weight_grad_fast = _kernels(
 )
 
 
+def _full_workspace(node, out) -> int:
+    """A float32/float64 convolution's temporaries beyond its result: the compiled input and
+    weight gradients' (`cconv_workspace.temporaries`: the input gradient's flipped weight or
+    col2im columns, the weight gradient's per-block partial sums), allocated and freed within
+    the call, so a training step's peak can sit on one (a ResNet-18 step's stride-2 input
+    gradient: 2.75 MiB of columns). None for the forward, whose packed weight is a parameter's,
+    kept between calls (kernels/cconv_packs.py), its padded input scratch likewise; none for
+    grouped convolutions, which the depthwise kernels run, nor for the NumPy kernels, whose
+    columns are scratch kept between calls."""
+    if node.op.name == "conv" or node.attrs["groups"] != 1:
+        return 0
+    if not _compiled().available(out.dtype.np):
+        return 0
+    a_shape, b_shape = (tuple(v.shape) for v in node.inputs[:2])
+    if not all(isinstance(d, int) for d in a_shape + b_shape):
+        return 0
+    attrs = node.attrs
+    if node.op.name == "conv_input_grad":
+        p = conv_geometry(attrs, attrs["in_size"], b_shape)
+    else:
+        w_shape = (b_shape[1], a_shape[1]) + tuple(attrs["kernel_size"])
+        p = conv_geometry(attrs, a_shape[2:], w_shape)
+    found = _compiled("cconv_workspace").temporaries(
+        node.op.name, a_shape, b_shape, p, 1, out.dtype.np
+    )
+    return found or 0
+
+
 def _widened_col2im(node) -> bool:
     """Whether a half-precision input gradient runs kernels/cconv_col2im.py's product and
     col2im, which cconv.py leaves to the widened float32 operands."""
@@ -156,9 +184,10 @@ def _widened_col2im(node) -> bool:
     return cconv_col2im.wins(a_shape, b_shape, p, node.attrs["groups"], 4)
 
 
-def _half_workspace(node, layouts) -> int:
-    """The three kernels' temporaries beyond the result: none counted in float32/float64, nor
-    in half precision where the compiled forward and input gradient read and write it; the
+def _workspace(node, layouts) -> int:
+    """The three kernels' temporaries beyond the result. In float32/float64 (`_full_workspace`):
+    the compiled gradients' temporaries; the forward's none. In half precision: none where the
+    compiled forward and input gradient read and write it; the
     compiled weight gradient that reads it keeps its float32 result and temporaries. Else
     in half precision `_in_compute`'s float32 copies of both operands, alive throughout; inside the
     float32 computation the compiled kernel's temporaries (`cconv_workspace.temporaries`) beside its
@@ -167,7 +196,7 @@ def _half_workspace(node, layouts) -> int:
     the float32 result beside the rounded one."""
     out = node.outputs[0]
     if not half_precision(out):
-        return 0
+        return _full_workspace(node, out)
     weight_grad = node.op.name == "conv_weight_grad"
     if not weight_grad and _compiled().available(out.dtype.np) and not _widened_col2im(node):
         return 0  # (the forward reads and writes the 16-bit values, as it does float32's)

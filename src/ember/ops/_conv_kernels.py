@@ -136,7 +136,11 @@ def im2col(x: np.ndarray, p: Plan, groups: int) -> np.ndarray:
             return cols
     _fill_columns(cols, x, p, groups)
     if bits is not None:
-        snapshot = seen[1] if seen is not None and seen[1].shape == x.shape else np.empty_like(x)
+        # the copy is scratch of this plan and column shape too, kept between calls as the
+        # columns are: a fresh one per miss would be allocated (and the oldest of the memo's
+        # dropped) within every call of a step with more geometries than the memo holds,
+        # memory the planner does not see
+        snapshot = scratch("im2col input", x.shape, x.dtype, key=(p, cols.shape))
         np.copyto(snapshot, x)
         memo[key] = (weakref.ref(cols), snapshot)
         while len(memo) > _MEMO_ENTRIES:

@@ -45,7 +45,7 @@ from ._conv_dispatch import (
     _conv_kernel,
     _conv_weight_grad_fast,
     _conv_weight_grad_kernel,
-    _half_workspace,
+    _workspace,
 )
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Autocast, ChannelWeights, Complex, Layout
@@ -394,7 +394,7 @@ CONV = register(
         channel_weight=lambda attrs: 1,
         channel_fold=_conv_channel_fold,
         flop_family="conv",
-        workspace=_half_workspace,
+        workspace=_workspace,
         complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv(x, w; stride, padding, dilation, groups): N-d cross-correlation, x of shape "
         "(N, C, *S), w of shape (Cout, C/groups, *K)",
@@ -421,7 +421,7 @@ CONV_INPUT_GRAD = register(
         batch=_batching.per_sample(),
         channel_fold=_input_grad_channel_fold,
         flop_family="conv",
-        workspace=_half_workspace,
+        workspace=_workspace,
         complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv_input_grad(gy, w; ..., in_size): the adjoint of conv in x (a transposed "
         "convolution producing spatial size in_size)",
@@ -444,7 +444,7 @@ CONV_WEIGHT_GRAD = register(
         # tools/flops.py: counted with convolutions
         batch=_batching.per_sample((0, 1), partial=True),
         flop_family="conv",
-        workspace=_half_workspace,
+        workspace=_workspace,
         complex=Complex.GRADIENT,  # (NumPy's kernels; the C ones decline complex)
         doc="conv_weight_grad(x, gy; ..., kernel_size): the adjoint of conv in w",
     )
