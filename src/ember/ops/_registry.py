@@ -164,6 +164,31 @@ class OpDef:
             and not getattr(fast, "declines_complex", False)
         )
         self.run = self.kernel if fast is None else _preferring(fast, self.kernel, real_only)
+        # ``fast``'s `declines_unless` gate as (dtype classes, size), for the eager mode to
+        # decide once per kept signature (eager.py): `declines_for`
+        gate = None if fast is None else getattr(fast, "declines_unless", None)
+        self.gate = None if gate is None else (frozenset(type(d) for d in gate[0]), gate[1])
+        if self.infer_cache:  # (a signature kept before a fast rule was attached ran without it)
+            self.infer_cache.clear()
+
+    def runner_for(self, arrays):
+        """What `run` calls on operands like ``arrays`` (their shapes and dtypes decide): the
+        kernel where the fast rule's gate surely declines them, else `run` (its gate checked
+        again, ``fast`` tried). The eager mode keeps it per signature, so a small operand's
+        call skips the gate (`_preferring`)."""
+        gate = self.gate
+        if gate is None:
+            return self.run
+        classes, size = gate
+        shape = arrays[0].shape if arrays else ()
+        product, same = 1, True
+        for a in arrays:
+            n = a.size
+            if n >= size or type(a.dtype) in classes:
+                return self.run
+            product *= n
+            same = same and a.shape == shape
+        return self.kernel if same or product < size else self.run
 
     def attach_fast(self, fast) -> None:
         """Give the op a ``fast`` rule after its definition (ops/_half.py attaches the C loop
