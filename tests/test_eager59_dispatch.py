@@ -69,3 +69,42 @@ def test_attaching_a_fast_rule_forgets_the_kept_signatures():
     assert calls == [(3,)]
     apply(op, ember.ones(1))  # (surely declined: the fast rule is not called)
     assert calls == [(3,)]
+
+
+def test_fill_of_a_number_matches_torch_and_the_general_route():
+    import pytest
+    import torch
+
+    for name in ("float32", "float64", "float16", "bfloat16", "int64", "int8", "uint8", "bool"):
+        for value in (0, 1, -1, 2.7, True, -3.5, 1e5):
+            t = torch.zeros(5, dtype=getattr(torch, name))
+            e = ember.zeros(5, dtype=getattr(ember, name))
+            whole = ember.zeros(5, dtype=getattr(ember, name))
+            try:
+                t.fill_(value)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    e.fill_(value)
+                continue
+            version = e._version
+            assert e.fill_(value) is e and e._version == version + 1
+            whole[:].fill_(value)  # (a view: the general route)
+            want = t.float().numpy()
+            np.testing.assert_array_equal(e.float().numpy(), want, err_msg=f"{name} {value}")
+            np.testing.assert_array_equal(whole.float().numpy(), want)
+    # a leaf that requires grad: refused while recording, written under no_grad, as PyTorch
+    w = ember.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        w.zero_()
+    with ember.no_grad():
+        w.zero_()
+    np.testing.assert_array_equal(w.detach().numpy(), np.zeros(3, np.float32))
+    # a non-leaf overwritten by a number: its old value gets no gradient, as PyTorch's
+    grads = []
+    for lib in (torch, ember):
+        x = lib.ones(3, requires_grad=True)
+        h = x * 2
+        h.fill_(4.0)
+        (h * x).sum().backward()
+        grads.append(x.grad.numpy().copy())
+    np.testing.assert_array_equal(grads[1], grads[0])
