@@ -249,15 +249,16 @@ def _fills_directly(self) -> bool:
     general in-place route (Tensor._inplace) would do then is that write and the version bump
     alone: an eager, writable, real, unquantized array, not a view (whose base's record the
     route keeps), no graph built, no profiler, nothing recorded for it."""
-    data = self._data
     state = _registry_state
+    if state.modes:  # (a graph is built: its own in-place route, on its symbolic tensors)
+        return False
+    data = getattr(self, "_data", None)
     return (
         type(data) is np.ndarray
         and data.dtype.metadata is None
         and data.dtype.kind in "biuf"
         and data.flags.writeable
         and self._view_of is None
-        and not state.modes
         and not (state.grad_enabled and self._requires_grad)
         and _tensor_module._profiler is None
     )
