@@ -206,3 +206,21 @@ def test_out_and_autograd_match_torch():
         grads.append((x.grad.numpy().copy(), y.grad.numpy().copy()))
     for want, got in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_captured_calls_match_eager_bit_for_bit():
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal((64, 33)).astype(np.float32) for _ in range(2))
+
+    def step(x, y):
+        z = ember.sub(x, y, alpha=0.3)
+        w = x.clone()
+        w.add_(z, alpha=-1.7)
+        return w
+
+    eager = step(ember.tensor(a), ember.tensor(b)).numpy()
+    captured = ember.function(step)
+    for _ in range(2):
+        _same_bits(captured(ember.tensor(a), ember.tensor(b)).numpy(), eager)
+    want = spec._kernel(a, spec._kernel(a, b, alpha=-0.3), alpha=-1.7)
+    _same_bits(eager, want)
