@@ -2,9 +2,10 @@
 whole training steps, measured interleaved in one process (medians of rounds).
 
 Groups (``--groups``, comma-separated):
-* ``dispatch``: one small op (add, mul, matmul, relu, sum, reshape, indexing) on 8x8 float32
-  tensors, forward only and forward + backward (``sum().backward()``): the per-call cost of
-  deciding what to run, wrapping the result and recording the tape.
+* ``dispatch``: one small op (add, add with alpha=, mul, matmul, relu, sum, reshape,
+  indexing) on 8x8 float32 tensors, forward only and forward + backward
+  (``sum().backward()``): the per-call cost of deciding what to run, wrapping the result and
+  recording the tape.
 * ``composite``: layer_norm, gelu (erf and tanh), softmax, log_softmax, cross_entropy, dropout
   and causal scaled_dot_product_attention on the GPT block's shapes (batch 8 x 128 tokens x
   256 features, MLP 1024, 4 heads, vocabulary 1000), forward + backward; layer_norm and
@@ -106,6 +107,10 @@ def dispatch_cases():
     b = r.standard_normal((8, 8)).astype(np.float32)
     ops = {
         "add": (lambda x, y: x + y, lambda x, y: x + y),
+        "add alpha": (
+            lambda x, y: ember.add(x, y, alpha=0.5),
+            lambda x, y: torch.add(x, y, alpha=0.5),
+        ),
         "mul": (lambda x, y: x * y, lambda x, y: x * y),
         "matmul": (lambda x, y: x @ y, lambda x, y: x @ y),
         "relu": (lambda x, y: F.relu(x), lambda x, y: torch.relu(x)),

@@ -9,12 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import _meta
+from . import tensor as _tensor_module
 from .ops import _autocast
 from .ops._node_names import rename_node
 from .ops._overlap import refuse_partial_overlap
 from .ops._registry import INPLACE, METHODS, PUBLIC, TensorBase
 from .ops._registry import _state as _registry_state
 from .ops._torch_keywords import with_torch_keywords
+from .ops._util import fill_number
 from .tensor import Tensor
 
 
@@ -217,6 +219,18 @@ def _copy_(self, src):
 
 def _fill_(self, value):
     """Set every element to ``value`` (a number or a one-element tensor), in place."""
+    kind = type(value)
+    if (kind is float or kind is int or kind is bool) and _fills_directly(self):
+        # (nothing recorded: the number written into the memory as `full` would make it,
+        # checked and converted as `full` does, without a new tensor and a copy)
+        dtype = self.dtype
+        number = fill_number("full", value, dtype)
+        number = (
+            bool(number) if dtype.is_bool else int(number) if dtype.is_integer else float(number)
+        )
+        np.copyto(self._data, number, casting="unsafe")  # (np.full's own write)
+        self._vc[0] += 1
+        return self
     if isinstance(value, TensorBase):
 
         def fill(old):
@@ -228,6 +242,26 @@ def _fill_(self, value):
 
     fill.one_value = True  # (so a fill through overlapping elements is allowed, as PyTorch's)
     return self._inplace("fill_", fill)
+
+
+def _fills_directly(self) -> bool:
+    """Whether `_fill_` of a number may write it straight into the tensor's memory: what the
+    general in-place route (Tensor._inplace) would do then is that write and the version bump
+    alone: an eager, writable, real, unquantized array, not a view (whose base's record the
+    route keeps), no graph built, no profiler, nothing recorded for it."""
+    state = _registry_state
+    if state.modes:  # (a graph is built: its own in-place route, on its symbolic tensors)
+        return False
+    data = getattr(self, "_data", None)
+    return (
+        type(data) is np.ndarray
+        and data.dtype.metadata is None
+        and data.dtype.kind in "biuf"
+        and data.flags.writeable
+        and self._view_of is None
+        and not (state.grad_enabled and self._requires_grad)
+        and _tensor_module._profiler is None
+    )
 
 
 def _zero_(self):

@@ -138,28 +138,32 @@ class EagerMode(_reg.Mode):
             except TypeError:  # (an unhashable attribute: no signature, the rule decides)
                 key = None
         if hit is not None:
-            in_types, out_type = hit
+            in_types, out_type, run = hit
         else:
             in_types, keep = _types(op, inputs, n)
             out_type = op.infer(*in_types, **attrs) if attrs else op.infer(*in_types)
+            run = op.run
             if keep and key is not None:
                 if len(cache) >= _MAX_SIGNATURES:
                     cache.clear()
-                cache[key] = (in_types, out_type)
+                # (what runs on this signature's arrays: the kernel, where the fast rule's
+                # gate surely declines them, decided once here rather than at every call)
+                run = op.runner_for([t._data for t in inputs])
+                cache[key] = (in_types, out_type, run)
         if _meta.active[0] and (_meta._creating[0] or _any_meta(inputs)):
             return _meta_apply(op, inputs, attrs, in_types, out_type, requires)
         try:
             if n == 1:
                 data = inputs[0]._data
-                result = op.run(data, **attrs) if attrs else op.run(data)
+                result = run(data, **attrs) if attrs else run(data)
             elif n == 2:
                 data, other = inputs[0]._data, inputs[1]._data
-                result = op.run(data, other, **attrs) if attrs else op.run(data, other)
+                result = run(data, other, **attrs) if attrs else run(data, other)
             elif n == 3:
                 a, b, c = inputs[0]._data, inputs[1]._data, inputs[2]._data
-                result = op.run(a, b, c, **attrs) if attrs else op.run(a, b, c)
+                result = run(a, b, c, **attrs) if attrs else run(a, b, c)
             else:
-                result = op.run(*[t._data for t in inputs], **attrs)
+                result = run(*[t._data for t in inputs], **attrs)
         except EmberError:
             raise
         except MemoryError as exc:  # (NumPy's: not a RuntimeError, which PyTorch's is)

@@ -385,6 +385,15 @@ class Tensor(_reg.TensorBase):
             _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs), full)
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
+        if (  # (add_/sub_ with alpha=: ops/binary_alpha.py's direct kernel, no copy)
+            kwargs
+            and getattr(fn, "alpha_inplace", None) is not None
+            and not _reg._state.modes
+            and _profiler is None
+            and fn.alpha_inplace(self, args, kwargs)
+        ):
+            self._vc[0] += 1
+            return self
         self._check_inplace(name)
         # a write through a view is also one into its base (_views.py); a graph being built
         # follows the views of its own values only

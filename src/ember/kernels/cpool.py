@@ -12,12 +12,18 @@ Why not OpenMP. An OpenMP runtime's idle threads spin after a parallel region fo
 the runtime likes (its only cure, ``OMP_WAIT_POLICY=PASSIVE``, is process-wide: it also slows
 PyTorch, whose libgomp reads it). ember's own matmuls run on this pool too (kernels/cgemm.py),
 with BLAS single-threaded, so no other library's threads wait for work between ember's kernels.
-An idle thread here polls for the next job for a short while (``spin_ns``, 2 ms; not at all
-when the pool has more threads than the process has CPUs) and then blocks on a condition
-variable: a blocked thread's wake-up costs tens of microseconds, and on a
-virtual machine whose idle CPU has halted far more (in benchmarks/train_step.py, the MLP step,
-whose matmuls come a few hundred microseconds apart, ran about twice as fast with the longer
-polling).
+An idle thread here polls for the next job for a while and then blocks on a condition
+variable. How long is measured, not set: wake-ups of a blocked worker are timed (from the
+job's publication to the worker running it), and a thread polls for ``SPIN_RATIO`` (10) times
+the least of the recent ones (`wake_ns`, `spin_ns`), so a gap between jobs that the pool does
+not poll through pays at most a tenth of it for the wake-up, on any machine. The wake-up is
+what differs: tens of microseconds on an idle bare-metal core, far more on a virtual machine
+whose idle CPU has halted (there, in benchmarks/train_step.py, the MLP step, whose matmuls
+come a few hundred microseconds apart, ran about twice as fast with polling that covered
+those gaps, which a fixed time tuned on another machine would not). No polling before a few
+wake-ups are measured, when the pool has more threads than the process has CPUs, or while
+the machine's load average exceeds its CPUs (`machine_busy`: polling would take the cores
+other threads wait for; read at the kernel's load-average period).
 
 Invariants. One ``parallel_for`` runs at a time; a call made while one runs (another Python
 thread, since ctypes releases the GIL) runs serially on its own thread rather than waiting. The
@@ -32,10 +38,21 @@ import ctypes
 import os
 import platform
 
-__all__ = ["cpu_count", "cpu_model", "get_num_threads", "parallel_for", "set_num_threads"]
+__all__ = [
+    "cpu_count",
+    "cpu_model",
+    "get_num_threads",
+    "machine_busy",
+    "parallel_for",
+    "set_num_threads",
+    "spin_ns",
+    "wake_ns",
+]
 
 _SOURCE = r"""
+#define _DEFAULT_SOURCE
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,9 +101,6 @@ static long run_chunks(unsigned long gen, ember_task task, void *ctx, long n, lo
   }
 }
 
-/* how long an idle thread polls for the next job (or a caller for its workers) before it
-   blocks (see the module docstring) */
-static long spin_ns = 2000000;
 /* whether to poll at all: only while the pool's threads fit the CPUs (polling threads that
    outnumber them take the cores from the ones with work) */
 static int spin = 1;
@@ -97,15 +111,64 @@ static long now_ns(void) {
   return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+/* How long an idle thread polls for the next job (or a caller for its workers) before it
+   blocks: SPIN_RATIO times the time a blocked worker takes to wake, measured on wake-ups
+   (from the job's publication to the worker running it): the least of the last WAKE_SAMPLES,
+   the wake-up's own cost (a longer one waited for a core, which polling would take from
+   another thread, not save). So a gap the pool does not poll through pays its wake-up, at
+   most 1/SPIN_RATIO of the gap, on any machine. No polling before WAKE_SAMPLES wake-ups are
+   measured (the first idle periods block), nor while the machine's run queue (the load
+   average, which counts this process's threads) outnumbers its CPUs: polling would then take
+   cores that other threads wait for. */
+#define SPIN_RATIO 10
+#define WAKE_SAMPLES 5
+#define LOAD_PERIOD_NS 5000000000L /* how often the kernel updates the load average */
+static long spin_ns = 0;
+static long wake_ns = 0;
+static long wake_samples[WAKE_SAMPLES];
+static long wake_count = 0;
+static volatile long published_ns = 0; /* when the current job was published */
+static long cpus_online = 1, load_checked_ns = 0;
+static int machine_busy = 0;
+
+static void update_spin(void) {
+  long limit = wake_count >= WAKE_SAMPLES && !machine_busy ? SPIN_RATIO * wake_ns : 0;
+  __atomic_store_n(&spin_ns, limit, __ATOMIC_RELAXED);
+}
+
+static void record_wake(long sample) { /* under lock */
+  if (sample <= 0) return;
+  wake_samples[wake_count % WAKE_SAMPLES] = sample;
+  wake_count++;
+  long k = wake_count < WAKE_SAMPLES ? wake_count : WAKE_SAMPLES, least = wake_samples[0];
+  for (long i = 1; i < k; i++)
+    if (wake_samples[i] < least) least = wake_samples[i];
+  wake_ns = least;
+  update_spin();
+}
+
+static void check_load(long now) { /* under lock */
+  if (now - load_checked_ns < LOAD_PERIOD_NS && load_checked_ns) return;
+  load_checked_ns = now;
+  double load[1];
+  machine_busy = getloadavg(load, 1) == 1 && load[0] > (double)cpus_online;
+  update_spin();
+}
+
+long ember_pool_wake_ns(void) { return wake_ns; }
+long ember_pool_machine_busy(void) { return machine_busy; }
+long ember_pool_spin_ns(void) { return __atomic_load_n(&spin_ns, __ATOMIC_RELAXED); }
+
 /* returns once *value differs from `unchanged` or spin_ns have passed */
 static void spin_while_long(volatile long *value, long unchanged) {
-  if (spin_ns <= 0) return;
+  long limit = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+  if (limit <= 0) return;
   long start = now_ns();
   for (int i = 0; __atomic_load_n(value, __ATOMIC_ACQUIRE) == unchanged; i++) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if ((i & 63) == 63 && now_ns() - start > spin_ns) return;
+    if ((i & 63) == 63 && now_ns() - start > limit) return;
   }
 }
 
@@ -121,8 +184,13 @@ static void *worker(void *arg) {
       spin_while_long(&generation, seen);
       pthread_mutex_lock(&lock);
     }
-    while (generation == seen) pthread_cond_wait(&wake, &lock);
+    int blocked = 0;
+    while (generation == seen) {
+      pthread_cond_wait(&wake, &lock);
+      blocked = 1;
+    }
     seen = generation;
+    if (blocked && index < wanted - 1) record_wake(now_ns() - published_ns);
     if (index >= wanted - 1) continue; /* left over from a larger count set before */
     ember_task task = job;
     void *ctx = job_ctx;
@@ -169,6 +237,8 @@ void ember_pool_configure(long threads, long cpus) {
     registered = 1;
   }
   wanted = threads > 1 ? (int)threads : 1;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpus_online = online > 0 ? online : cpus;
   spin = wanted <= cpus;
   pthread_mutex_unlock(&lock);
 }
@@ -181,6 +251,8 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
   if (align < 1) align = 1;
   pthread_mutex_lock(&lock);
   if (owner != getpid() || workers < wanted - 1) start_workers();
+  published_ns = now_ns();
+  check_load(published_ns);
   int threads = wanted < workers + 1 ? wanted : workers + 1;
   /* a few chunks per thread, claimed by whoever is running: a worker that wakes late (the
      cores busy elsewhere) costs a chunk's time, not its whole share */
@@ -197,9 +269,9 @@ void ember_parallel_for(ember_task task, void *ctx, long n, long align) {
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
   run_chunks((unsigned long)generation, task, ctx, n, align, chunks);
-  long start = now_ns();
+  long start = now_ns(), limit = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
   while (spin && __atomic_load_n(&finished, __ATOMIC_ACQUIRE) < chunks &&
-         now_ns() - start < spin_ns) {
+         now_ns() - start < limit) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -285,6 +357,34 @@ def set_num_threads(threads: int) -> None:
 def get_num_threads() -> int:
     """The number of threads ember's compiled loops use."""
     return _state.get("threads") or _default_threads()
+
+
+def wake_ns() -> int:
+    """The median time a blocked worker of the pool took to wake up for a job, of the recent
+    wake-ups (nanoseconds; 0 before the first, or without a compiler)."""
+    return _measured("ember_pool_wake_ns")
+
+
+def spin_ns() -> int:
+    """How long an idle thread of the pool polls for the next job before it blocks (ns):
+    ``SPIN_RATIO`` times `wake_ns` (0 before the first wake-up is measured)."""
+    return _measured("ember_pool_spin_ns")
+
+
+def machine_busy() -> bool:
+    """Whether the pool's threads do not poll because the machine's load average exceeds its
+    CPUs (as last read; False before the first parallel loop, or without a compiler)."""
+    return bool(_measured("ember_pool_machine_busy"))
+
+
+def _measured(symbol: str) -> int:
+    from . import ccompile
+
+    if _library() is None:
+        return 0
+    fn = ccompile.load(_SOURCE, symbol, [], flags=_FLAGS)
+    fn.restype = ctypes.c_long
+    return int(fn())
 
 
 def parallel_for() -> int | None:

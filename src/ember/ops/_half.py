@@ -187,7 +187,7 @@ def elementwise_fast(name: str, float_when=None, measured_from: int | None = Non
         return _written(result, out)
 
     fast.declines_complex = True  # (only the float dtypes of _FUSABLE take the loop)
-    # its first test, for OpDef.run to make without calling it (ops/_registry.py `_preferring`)
+    # its first test, for OpDef.run to make without calling it (ops/_fast_rule.py `_preferring`)
     fast.declines_unless = (_BY_NP, smallest)
     return fast
 

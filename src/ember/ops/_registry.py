@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ComplexDTypeError, KernelDTypeError
+from ._fast_rule import _kind, _preferring, _real_only, runner_for  # noqa: F401 (tests)
 from ._rules import Complex, Layout
 
 _ELEMENTWISE_LAYOUT = Layout(None)  # (the first operand of the result's shape decides)
@@ -164,6 +165,18 @@ class OpDef:
             and not getattr(fast, "declines_complex", False)
         )
         self.run = self.kernel if fast is None else _preferring(fast, self.kernel, real_only)
+        # ``fast``'s `declines_unless` gate as (dtype classes, size), for the eager mode to
+        # decide once per kept signature (eager.py): `runner_for`
+        gate = None if fast is None else getattr(fast, "declines_unless", None)
+        self.gate = None if gate is None else (frozenset(type(d) for d in gate[0]), gate[1])
+        if self.infer_cache:  # (a signature kept before a fast rule was attached ran without it)
+            self.infer_cache.clear()
+
+    def runner_for(self, arrays):
+        """What `run` calls on operands like ``arrays`` (their shapes and dtypes decide): the
+        kernel where the fast rule's gate surely declines them, else `run` (ops/_fast_rule.py
+        `runner_for`). The eager mode keeps it per signature, so a small call skips the gate."""
+        return runner_for(self, arrays)
 
     def attach_fast(self, fast) -> None:
         """Give the op a ``fast`` rule after its definition (ops/_half.py attaches the C loop
@@ -173,97 +186,6 @@ class OpDef:
 
     def __repr__(self) -> str:
         return f"<op {self.name} ({self.kind})>"
-
-
-def _preferring(fast, kernel, real_only: bool = False):
-    """``fast``'s result, or ``kernel``'s where ``fast`` declines (returns None). A fast rule
-    may say when it surely declines, ``fast.declines_unless = (dtypes, size)``: where no
-    operand's dtype is in ``dtypes`` and the operands' broadcast result surely holds fewer than
-    ``size`` elements (ops/_half.py's elementwise loops on small float32 operands); the kernel
-    then runs without calling it. ``real_only``: the kernel runs where an operand is complex
-    (`_real_only`, in this one function rather than a second one around ``fast``)."""
-    if real_only and getattr(fast, "declines_unless", None) is None:
-
-        def run(*arrays, **attrs):
-            for a in arrays:
-                if (a.dtype.kind if type(a) is _ndarray else _kind(a)) == "c":
-                    return kernel(*arrays, **attrs)
-            result = fast(*arrays, **attrs)
-            return kernel(*arrays, **attrs) if result is None else result
-
-        run.__name__ = getattr(kernel, "__name__", "run")
-        return run
-    if real_only:
-        fast = _real_only(fast)
-    gate = getattr(fast, "declines_unless", None)
-    if gate is not None:
-        dtypes, size = gate
-        # (a dtype's class stands for it: hashed by identity, and a dtype of one of these
-        # classes the rule does not take, a byte-swapped one, only calls the rule for nothing)
-        classes = frozenset(type(d) for d in dtypes)
-
-        def run(*arrays, **attrs):
-            # (every small eager elementwise call passes here) operands that broadcast make a
-            # result no larger than the product of their sizes (each result dimension is one
-            # operand's): below ``size`` it is small too, without working out its shape
-            if len(arrays) == 2:  # (the common calls, spelled out)
-                a, b = arrays
-                na, nb = a.size, b.size
-                if (
-                    na < size
-                    and nb < size
-                    and type(a.dtype) not in classes
-                    and type(b.dtype) not in classes
-                    and (na * nb < size or a.shape == b.shape)
-                ):
-                    return kernel(a, b, **attrs)
-            elif len(arrays) == 1:
-                a = arrays[0]
-                if a.size < size and type(a.dtype) not in classes:
-                    return kernel(a, **attrs)
-            else:
-                shape = arrays[0].shape if arrays else ()
-                product = 1
-                same = True
-                for a in arrays:
-                    n = a.size
-                    if n >= size or type(a.dtype) in classes:
-                        break
-                    product *= n
-                    if same and a.shape != shape:
-                        same = False
-                else:
-                    if same or product < size:
-                        return kernel(*arrays, **attrs)
-            result = fast(*arrays, **attrs)
-            return kernel(*arrays, **attrs) if result is None else result
-
-    else:
-
-        def run(*arrays, **attrs):
-            result = fast(*arrays, **attrs)
-            return kernel(*arrays, **attrs) if result is None else result
-
-    run.__name__ = getattr(kernel, "__name__", "run")
-    return run
-
-
-def _real_only(fast):
-    """``fast`` declining (None) where an operand is a complex array."""
-
-    def real_fast(*arrays, **attrs):
-        for a in arrays:
-            if _kind(a) == "c":
-                return None
-        return fast(*arrays, **attrs)
-
-    return real_fast
-
-
-def _kind(a):
-    """The NumPy kind of operand ``a``'s dtype (None for an operand without one, an absent
-    bias)."""
-    return getattr(getattr(a, "dtype", None), "kind", None)
 
 
 _ndarray = np.ndarray

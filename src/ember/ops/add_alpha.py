@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KernelDTypeError
+from ..kernels import cadd_alpha
 from ..types import TensorType
 from . import _onnx
 from . import api as E
@@ -152,6 +153,22 @@ def _kernel(x, y, *, alpha):
     return out if out.shape == shape else np.broadcast_to(out, shape).copy()
 
 
+# (the general C loop at every size where it is measured faster, once per size class: the
+# exact emulation in NumPy takes about ten passes over the operands)
+_loop = elementwise_fast("add_alpha", measured_from=1)
+
+
+def _fast(x, y, *, alpha, out=None):
+    """The direct kernel (kernels/cadd_alpha.py: operands of one shape or one of them a single
+    value, float32/float64), else the general fused loop (half precision, broadcasting)."""
+    # (alpha rounded to float32 by the C call's conversion, as the kernel rounds it)
+    result = cadd_alpha.add_alpha(x, y, alpha, out)
+    return _loop(x, y, alpha=alpha, out=out) if result is None else result
+
+
+_fast.declines_complex = True
+
+
 def _reduce_to(g, t):
     """A broadcast gradient summed back to its input's shape."""
     return g if g.shape == t.shape else E.sum_to(g, t.shape)
@@ -187,9 +204,7 @@ ADD_ALPHA = register(
         # one compiled loop serves every alpha, each a run-time constant)
         c="__builtin_fma{f} ({1}, {alpha}, {0})",
         onnx=_onnx_add_alpha,
-        # (the C loop at every size where it is measured faster, once per size class: the
-        # exact emulation in NumPy takes about ten passes over the operands)
-        fast=elementwise_fast("add_alpha", measured_from=1),
+        fast=_fast,
         grad_fn="AddBackward0",
         doc="add_alpha(x, y; alpha): x + alpha * y rounded once (PyTorch's fused multiply-add "
         "for add and sub with alpha on floating tensors)",

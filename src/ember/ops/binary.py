@@ -12,23 +12,30 @@ import numpy as np
 
 from .. import _meta
 from .. import dtypes as dt
-from ..errors import DivisionByZeroError, DTypeError, KernelDTypeError
+from ..errors import KernelDTypeError
 from ..types import TensorType
-from . import _item_scalars as _items
 from . import _onnx
 from . import _onnx_complex as cx
 from . import _onnx_elementwise as ox
 from . import api as E
-from ._created_nan import positive_created_nan
 from ._node_names import rename_node
-from ._registry import OpDef, TensorBase, apply, constant, export, register
+from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Clamp, Complex, Identity
 from ._saved_operands import refuses_backward
 from ._unrecorded import direct
-from ._util import broadcast_shapes, check_fill_value, elementwise_cost, require_same_dtype
-from .add_alpha import ADD_ALPHA
+from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
+from .binary_alpha import _in_float32, _opmath_number, alpha_function
+from .binary_kernels import check_divisor as _check_divisor  # noqa: F401 (ops/pointwise.py)
+from .binary_kernels import (
+    floor_div_kernel,
+    mod_kernel,
+    no_bool,
+    pow_backward_refusal,
+    pow_check,
+    pow_kernel,
+)
 from .elementwise import _direct_inplace
-from .promotion import _is_tensor, promote, scalar_array
+from .promotion import promote
 
 _new_tuple = tuple.__new__
 
@@ -139,102 +146,13 @@ def _binary(
             return out if refusal is None else refuses_backward(out, refusal)
 
     if alpha:
-
-        def fn(x, y, *, alpha=1):
-            if check is not None:
-                check(x, y)
-            if _meta.active[0]:
-                _meta.refuse_mixed(name, (x, y))
-            if type(alpha) in (int, float) and alpha == 1:  # the common call: nothing to scale
-                return apply(op, *promote(x, y, floating=floating))
-            x, y = promote(x, y, floating=floating)
-            real = isinstance(alpha, _REAL_NUMBERS) and not isinstance(alpha, (bool, np.bool_))
-            if real and x.dtype.is_floating_point:
-                # one rounding, PyTorch's fused multiply-add (ops/add_alpha.py)
-                check_fill_value(name, alpha, x.dtype)
-                fused = apply(ADD_ALPHA, x, y, alpha=float(alpha if name == "add" else -alpha))
-                return rename_node(fused, "AddBackward0" if name == "add" else "SubBackward0")
-            return apply(op, x, _scale(name, y, alpha, x.dtype))
+        fn = alpha_function(name, op, check, floating)
 
     fn.__name__ = fn.__qualname__ = name
     _direct_inplace(fn, kernel, floating)
     fn.__doc__ = doc or f"Elementwise {name} with broadcasting and type promotion."
     export(fn, name=name, method=method, inplace=True)
     return op
-
-
-_REDUCED_FLOATS = (dt.float16, dt.bfloat16)
-# an alpha PyTorch reads as a real number (NumPy's scalars too; not a bool: `_scale`)
-_REAL_NUMBERS = (int, float, np.integer, np.floating)
-
-
-def _opmath_number(x, y, commutes: bool):
-    """Which operand of ``x op y`` is the number PyTorch's CPU mul and div apply in float32 to
-    a float16/bfloat16 tensor (0 or 1), or None. Their kernels read a scalar second operand
-    (a Python number, or a 0-d float32/float64 tensor the half tensor's dtype wins over) as
-    its float32 value and round the float32 result once, so ``h * 1e30`` is inf (not 0 * inf
-    = NaN at zeros) and ``h * 0.1`` differs from ``h * half(0.1)``. A number the half dtype
-    holds exactly gives the same bits either way and takes the one-node route. A first
-    operand is a number only as ``2.5 * h`` makes it (a Python number, mul's reflection,
-    which PyTorch runs as ``h.mul(2.5)``)."""
-    kind = type(y)
-    if kind is int or kind is float:  # (checked first: mul and div are hot)
-        t, number, slot = x, y, 1
-    elif commutes and (type(x) is int or type(x) is float):
-        t, number, slot = y, x, 0
-    elif isinstance(y, TensorBase) and isinstance(x, TensorBase) and y.ndim == 0 < x.ndim:
-        if x.dtype in _REDUCED_FLOATS and y.dtype in (dt.float32, dt.float64):
-            return 1
-        return None
-    else:
-        return None
-    if not isinstance(t, TensorBase) or t.dtype not in _REDUCED_FLOATS:
-        return None
-    return None if dt.holds_exactly(t.dtype, number) else slot
-
-
-def _in_float32(op, x, y, slot):
-    """``x op y`` with the half tensor widened to float32 and the number a float32, rounded
-    back once."""
-    operands = [x, y]
-    half = operands[1 - slot]
-    number = operands[slot]
-    operands[1 - slot] = E.cast(half, dt.float32)
-    if isinstance(number, TensorBase):
-        operands[slot] = number if number.dtype is dt.float32 else E.cast(number, dt.float32)
-    else:
-        operands[slot] = constant(np.asarray(number, np.float32))
-    return E.cast(apply(op, *operands), half.dtype)
-
-
-def _scale(name, y, alpha, dtype):
-    """``alpha * y`` for add's and sub's ``alpha=``, by PyTorch's rules: alpha takes the result
-    dtype (a float alpha with integer tensors, a bool alpha with non-bool ones are refused; a
-    bool result takes any alpha as its truth value), and alpha 1 leaves y as it is. A traced
-    ``.item()`` alpha multiplies by its graph value (ops/_item_scalars.py)."""
-    if _items.is_item(alpha):
-        if dtype.is_bool:
-            return E.logical_and(y, _items.scalar(alpha, dtype, name, "alpha"))
-        return y * _items.scalar(alpha, dtype, name, "alpha")
-    if isinstance(alpha, complex) and not dtype.is_complex:
-        raise DTypeError(
-            f"for non-complex input tensors ({dtype}), argument alpha must not be a complex "
-            f"number (got {alpha!r})",
-            op=name,
-        )
-    if isinstance(alpha, bool) and not dtype.is_bool:
-        raise DTypeError(f"a bool alpha is only supported for bool results, got {dtype}", op=name)
-    if isinstance(alpha, float) and not (dtype.is_floating_point or dtype.is_complex):
-        raise DTypeError(
-            f"for {dtype} tensors, alpha must not be a floating point number (got {alpha!r})",
-            op=name,
-        )
-    if dtype.is_bool:
-        return y if alpha else E.zeros_like(y)
-    check_fill_value(name, alpha, dtype)  # (PyTorch converts alpha to the result's dtype)
-    if alpha == 1:
-        return y
-    return y * constant(scalar_array(alpha, dtype))
 
 
 def _reduce_to(g, t):
@@ -358,116 +276,6 @@ def _mod_vjp(c, g):
     )
 
 
-def _check_divisor(name, x, y):
-    """Integer division by zero has no value: NumPy's 0 would pass silently (PyTorch raises)."""
-    # (an empty result divides nothing, as in PyTorch)
-    if x.dtype.kind in "iub" and np.broadcast(x, y).size and not np.all(y):
-        raise DivisionByZeroError("integer division by zero", op=name)
-
-
-def _floor_div_kernel(x, y):
-    _check_divisor("floor_div", x, y)
-    return np.floor_divide(x, y)
-
-
-def _mod_kernel(x, y):
-    _check_divisor("mod", x, y)
-    if x.dtype.kind != "f":
-        return np.mod(x, y)
-    # PyTorch's formula: fmod, moved by y where the signs differ; an exact zero keeps x's
-    # sign (NumPy's mod gives it y's), which 1 / result and copysign can see
-    with np.errstate(invalid="ignore"):
-        out = np.fmod(x, y)
-        fix = (out != 0) & ((y < 0) != (out < 0))
-    return np.where(fix, out + y, out).astype(out.dtype, copy=False)
-
-
-def _no_bool(name, message):
-    """Refuses a bool operand, a tensor or a Python bool (PyTorch's subtraction)."""
-
-    def check(x, y):
-        for v in (x, y):  # (every subtraction passes here: no generator)
-            if type(v) is bool or (_is_tensor(v) and v.dtype is dt.bool_):
-                raise DTypeError(message, op=name)
-
-    return check
-
-
-def _pow_backward_refusal(x, y):
-    """PyTorch's pow backward computes ``exponent - 1``, which a bool exponent tensor refuses
-    (only when backward runs: the forward is allowed)."""
-    if _is_tensor(y) and y.dtype is dt.bool_ and _is_tensor(x):
-        return (
-            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
-        )
-    return None
-
-
-def _pow_check(x, y):
-    if (
-        _is_tensor(y)
-        and y.dtype is dt.bool_
-        and (isinstance(x, bool) or (_is_tensor(x) and x.dtype is dt.bool_))
-    ):
-        raise KernelDTypeError("not defined for a bool exponent tensor of a bool", op="pow")
-    if (
-        type(y) is int
-        and y < 0
-        and _is_tensor(x)
-        and not (x.dtype.is_floating_point or x.dtype.is_complex)
-    ):
-        raise DTypeError("integers to negative integer powers are not allowed", op="pow")
-    if type(y) is int and _is_tensor(x) and x.dtype.is_integer:
-        # PyTorch converts the exponent to the tensor's integer type, checking its range (where
-        # the other arithmetic ops wrap a Python int)
-        info = np.iinfo(x.dtype.np)
-        if not info.min <= y <= info.max:
-            raise DTypeError(
-                f"the exponent {y} cannot be converted to the base's type {x.dtype.name} "
-                f"without overflow (shape {tuple(x.shape)})",
-                op="pow",
-            )
-
-
-# PyTorch's CPU pow of a float32/float64 tensor by a scalar exponent computes these exponents
-# with the arithmetic below, not std::pow (ATen's pow_tensor_scalar_optimized_kernel): x ** 3
-# is x * x * x, rounded twice, and about 60 times faster than NumPy's powf per element
-_SCALAR_POWERS = {
-    2.0: lambda x: x * x,
-    3.0: lambda x: x * x * x,
-    0.5: positive_created_nan(np.sqrt),
-    -0.5: lambda x: np.divide(1, np.sqrt(x), dtype=x.dtype),
-    -1.0: lambda x: np.divide(1, x, dtype=x.dtype),
-    -2.0: lambda x: np.divide(1, x * x, dtype=x.dtype),
-}
-_WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _pow_kernel(x, y):
-    """np.power; a float32/float64 ``x`` to a 0-d exponent 2, 3, 0.5, -0.5, -1 or -2 (a
-    Python number's constant) by PyTorch's arithmetic for it (`_SCALAR_POWERS`: sqrt at 0.5,
-    so -0.0 ** 0.5 is -0.0, -inf ** 0.5 NaN, -2 ** 0.5 +NaN and -2 ** -0.5 -NaN, as PyTorch
-    gives: ops/_created_nan.py); an integer to a negative integer power (a tensor exponent) is
-    PyTorch's truncated result, 1 / x rounded toward zero: 1 for 1, +-1 for -1, else 0 (NumPy
-    refuses)."""
-    if y.ndim == 0 and x.dtype in _WIDE_FLOATS:
-        special = _SCALAR_POWERS.get(float(y))
-        if special is not None:
-            return special(x)
-    if x.dtype.kind in "iu" and (y < 0).any():
-        negative = y < 0
-        power = np.power(x, np.where(negative, 0, y))
-        odd = np.where(np.remainder(y, 2) == 1, -1, 1).astype(x.dtype)
-        inverse = np.where(x == 1, 1, np.where(x == -1, odd, 0)).astype(x.dtype)
-        return np.where(negative, inverse, power)
-    if x.dtype == np.bool_:  # (NumPy's bool power is int8)
-        return np.power(x, y).astype(np.bool_)
-    # (elsewhere PyTorch's sign for a NaN it creates depends on the element's position: its
-    # vector loop's +NaN, its scalar tail's -NaN, NumPy's everywhere)
-    return np.power(x, y)
-
-
 # x + (-0.0) is x for every x (x + 0.0 turns -0.0 into 0.0); x - 0.0, x * 1 and x / 1 are x
 def _add_channel_terms(in_types, attrs):
     """``x + b`` with ``b`` one value per channel (dimension 1 of the result, as a convolution's
@@ -516,7 +324,7 @@ _binary(
     complex=Complex.GRADIENT,
     doc="sub(input, other, *, alpha=1): input - alpha * other, with broadcasting and type "
     "promotion (bool tensors refused, as in PyTorch).",
-    check=_no_bool(
+    check=no_bool(
         "sub",
         "subtraction with a bool tensor is not supported (as in PyTorch); "
         "use ~ or logical_not() to invert a mask, logical_xor() for two",
@@ -546,7 +354,7 @@ DIV = _binary(
 )
 _binary(
     "floor_div",
-    _floor_div_kernel,
+    floor_div_kernel,
     lambda c, g: (
         E.zeros_like(c.inputs[0]) if c.needs_input_grad[0] else None,
         E.zeros_like(c.inputs[1]) if c.needs_input_grad[1] else None,
@@ -557,7 +365,7 @@ _binary(
 )
 _binary(
     "mod",
-    _mod_kernel,
+    mod_kernel,
     _mod_vjp,
     method=("mod", "remainder"),
     bools=False,
@@ -568,11 +376,11 @@ _binary(
 )
 _binary(
     "pow",
-    _pow_kernel,
+    pow_kernel,
     _pow_vjp,
     overloads=("PowBackward0", "PowBackward1", "PowBackward2"),
-    backward_refusal=_pow_backward_refusal,
-    check=_pow_check,
+    backward_refusal=pow_backward_refusal,
+    check=pow_check,
     onnx=_onnx.composite(ox.onnx_pow),
     complex=Complex.GRADIENT,
 )
