@@ -467,9 +467,22 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
    of a panel in two samples) */
 static inline void store_steps(const T *from, T b, const S *res, const double *clamp, S *to,
                                unsigned char *mask, long n, long step) {
+#if !HALF
+  if (act_on(clamp)) { /* the store's activation (no mask with it) */
+    T vals[NR] __attribute__((aligned(64)));
+    for (long t0 = 0; t0 < n; t0 += NR) { /* (a run's values activated at once, NR at most) */
+      long m = n - t0 < NR ? n - t0 : NR;
+      for (long t = 0; t < m; t++)
+        vals[t] = clamp_bounds(from[t0 + t] + b + (res ? res[(t0 + t) * step] : 0), clamp);
+      activate_row(clamp, vals, m, NR);
+      for (long t = 0; t < m; t++) to[(t0 + t) * step] = vals[t];
+    }
+    return;
+  }
+#endif
 #if HAVE_MASKS && !HALF
   /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
-  if (step == 2 && !res && !act_on(clamp)) {
+  if (step == 2 && !res) {
     V bias = SET1(b), zero = SET1(0);
     __m128i ones = _mm_set1_epi8(1);
     for (long t = 0; t < n; t += VL / 2) {
@@ -483,16 +496,6 @@ static inline void store_steps(const T *from, T b, const S *res, const double *c
         _mm_mask_storeu_epi8(mask + 2 * t, keep,
                              _mm_maskz_mov_epi8(mask_vec(spread, zero, clamp), ones));
     }
-    return;
-  }
-#endif
-#if !HALF
-  if (act_on(clamp) && n <= NR) { /* the run's values activated at once (no mask with it) */
-    T vals[NR] __attribute__((aligned(64)));
-    for (long t = 0; t < n; t++)
-      vals[t] = clamp_bounds(from[t] + b + (res ? res[t * step] : 0), clamp);
-    activate_row(clamp, vals, n, NR);
-    for (long t = 0; t < n; t++) to[t * step] = vals[t];
     return;
   }
 #endif
