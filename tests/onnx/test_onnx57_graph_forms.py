@@ -23,8 +23,9 @@ import ember.onnx  # noqa: E402
 from . import _onnx57_graph_cases as base  # noqa: E402
 from . import _onnx57_graph_cases2 as more  # noqa: E402
 from . import _onnx57_graph_cases3 as third  # noqa: E402
+from . import _onnx57_graph_cases4 as fourth  # noqa: E402
 
-CASES = {**base.CASES, **third.CASES, **more.CASES}
+CASES = {**base.CASES, **third.CASES, **fourth.CASES, **more.CASES}
 
 
 def _outputs(values) -> list:

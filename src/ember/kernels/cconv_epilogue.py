@@ -36,6 +36,9 @@ class Spec(NamedTuple):
     # position among the node's epilogue operands of a residual of the result's shape, added
     # after the bias and before the clamp (a residual block's shortcut); None: none
     residual: int | None = None
+    # an elementwise function of the clamped value stored in its place (SiLU, HardSwish, ...:
+    # kernels/cconv_activation.py), also the sixth entry of ``clamp``; None: none
+    activation: object = None
 
 
 def c_step(node, plan: Spec, producer_attrs: dict):

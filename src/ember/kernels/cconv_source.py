@@ -30,6 +30,7 @@ Both share work over ember's thread pool (kernels/cpool.py) when given one. The 
 gradients' C is kernels/cconv_weight_source.py's, appended here: one library holds both.
 """
 
+from .cconv_activation import C_ACTIVATE
 from .cconv_side import SIDE_SOURCE
 from .cconv_split import SPLIT_SOURCE
 from .cconv_weight_source import WEIGHT_SOURCE
@@ -58,6 +59,7 @@ typedef void (*ember_pool)(ember_task, void *ctx, long n, long align);
 #endif
 
 """
+    + C_ACTIVATE
     + MICRO
     + MICRO_ROWS
     + r"""
@@ -317,11 +319,29 @@ static void pack_columns(const S *restrict x, const long *roff, long kc, long nj
 /* the epilogue's clamp of one value (c: lo, hi, lo takes ties, hi takes ties), each bound's
    comparison the unfused op's: ordered, so NaN stays; ties decide the sign of a zero bound's
    result (maximum(x, 0.0) makes -0.0 0.0, hardtanh keeps it) */
-static inline T clamp_one(T v, const double *c) {
+static inline T clamp_bounds(T v, const double *c) {
   T lo = (T)c[0], hi = (T)c[1];
   if (c[2] ? v <= lo : v < lo) v = lo;
   if (c[3] ? v >= hi : v > hi) v = hi;
   return v;
+}
+/* the bounds, then the store's activation where the block has one (kernels/cconv_activation.py;
+   one value: stores of many call `activate_row`) */
+static inline T clamp_one(T v, const double *c) {
+  v = clamp_bounds(v, c);
+#if !HALF
+  if (act_on(c)) activate(c, &v, 1);
+#endif
+  return v;
+}
+/* vals[0..n) activated in place as whole vectors (n at most `room`, the buffer's length, a
+   multiple of VL: the lanes past n zeroed first), so the loop never takes its scalar tail (a
+   vector math call per value) */
+static inline void activate_row(const double *c, T *vals, long n, long room) {
+  long whole = (n + VL - 1) / VL * VL;
+  if (whole > room) whole = n;
+  for (long k = n; k < whole; k++) vals[k] = 0;
+  activate(c, vals, whole);
 }
 /* the ReLU gradient's mask of a stored value as the graph's comparison computes it: v > 0 (NaN
    false), or, where the clamp block's fifth entry says so, v != 0 (NaN true: ``ne(relu(x), 0)``,
@@ -398,6 +418,15 @@ static inline void store_run(const T *from, T b, const S *res, const double *cla
   }
 }
 #elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+/* the store's activation (kernels/cconv_activation.py) of one vector, then its kept lanes
+   stored: a whole vector through the compiled loop, so it never takes the loop's scalar tail
+   (a vector math call per value) on a run's last lanes */
+static inline void store_activated(V v, MASK keep, T *to, const double *clamp) {
+  T lane[VL] __attribute__((aligned(64)));
+  STOREU(lane, v);
+  activate(clamp, lane, VL);
+  STORE(to, keep, LOAD(lane));
+}
 static inline void store_run(const T *from, T b, const T *res, const double *clamp, T *to,
                              unsigned char *mask, long n) {
   V bias = SET1(b), zero = SET1(0);
@@ -409,6 +438,10 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
        on AMD Zen 5, benchmarks/conv_epilogue_stores.py; only a run's tail is masked) */
     if (res) v = ADD(v, n - t >= VL ? LOAD(res + t) : MLOAD(keep, res + t));
     if (clamp) v = clamp_vec(v, clamp);
+    if (act_on(clamp)) { /* (no mask with it: ops/conv_epilogue.py) */
+      store_activated(v, keep, to + t, clamp);
+      continue;
+    }
     if (n - t >= VL) STOREU(to + t, v);
     else STORE(to + t, keep, v);
     if (mask)
@@ -421,10 +454,11 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
   for (long t = 0; t < n; t++) {
     T v = from[t] + b;
     if (res) v += res[t];
-    if (clamp) v = clamp_one(v, clamp);
+    if (clamp) v = clamp_bounds(v, clamp);
     to[t] = v;
     if (mask) mask[t] = mask_one(v, clamp);
   }
+  if (act_on(clamp)) activate(clamp, to, n); /* (no mask with it: ops/conv_epilogue.py) */
 }
 #endif
 
@@ -433,8 +467,22 @@ static inline void store_run(const T *from, T b, const T *res, const double *cla
    of a panel in two samples) */
 static inline void store_steps(const T *from, T b, const S *res, const double *clamp, S *to,
                                unsigned char *mask, long n, long step) {
+#if !HALF
+  if (act_on(clamp)) { /* the store's activation (no mask with it) */
+    T vals[NR] __attribute__((aligned(64)));
+    for (long t0 = 0; t0 < n; t0 += NR) { /* (a run's values activated at once, NR at most) */
+      long m = n - t0 < NR ? n - t0 : NR;
+      for (long t = 0; t < m; t++)
+        vals[t] = clamp_bounds(from[t0 + t] + b + (res ? res[(t0 + t) * step] : 0), clamp);
+      activate_row(clamp, vals, m, NR);
+      for (long t = 0; t < m; t++) to[(t0 + t) * step] = vals[t];
+    }
+    return;
+  }
+#endif
 #if HAVE_MASKS && !HALF
-  if (step == 2 && !res) { /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
+  /* (a stride-2 phase) VL / 2 values spread over a vector's even lanes */
+  if (step == 2 && !res) {
     V bias = SET1(b), zero = SET1(0);
     __m128i ones = _mm_set1_epi8(1);
     for (long t = 0; t < n; t += VL / 2) {
@@ -602,11 +650,31 @@ static void fwd_panels(void *ctx, long lo, long hi) {
     }
     for (long q = 0; q < count; q++) {
       const struct panel_runs *r = &runs[q];
+      int activated = 0;
+#if !HALF
+      if (act_on(f->clamp) && !f->res) { /* the store's activation over the panel's whole
+                                            tile at once, in cache (no mask with it): each
+                                            row biased and bounded, then one call */
+        T *rows = tiles + q * mp * MR * NR;
+        for (long co = 0; co < f->cout; co++) {
+          T b = f->bias ? LD(f->bias[co]) : NO_BIAS;
+          T *row = rows + co * NR;
+          for (long j = 0; j < NR; j++) row[j] = clamp_bounds(row[j] + b, f->clamp);
+        }
+        activate(f->clamp, rows, f->cout * NR);
+        activated = 1;
+      }
+#endif
       for (long co = 0; co < f->cout; co++) {
         const T *acc = tiles + q * mp * MR * NR + co * NR;
         T b = f->bias ? LD(f->bias[co]) : NO_BIAS;
         S *base = f->out + co * f->chan;
         const S *res = f->res ? f->res + co * f->chan : 0;
+        const double *clamp = f->clamp;
+        if (activated) { /* (its values final: -0.0 added, the identity) */
+          b = (T)-0.0;
+          clamp = 0;
+        }
         unsigned char *mask = f->mask ? f->mask + co * f->chan : 0;
         /* (the residual's runs lie a plane apart per channel, more streams than the hardware
            prefetchers follow: each run's loads would wait on memory, so the next block of MR
@@ -617,10 +685,10 @@ static void fwd_panels(void *ctx, long lo, long hi) {
               __builtin_prefetch(res + MR * f->chan + r->d_first[i] + e, 0, 3);
         for (int i = 0; i < r->d_count; i++) {
           if (r->d_step[i] == 1)
-            store_run(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, f->clamp,
+            store_run(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, clamp,
                       base + r->d_first[i], mask ? mask + r->d_first[i] : 0, r->d_len[i]);
           else
-            store_steps(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, f->clamp,
+            store_steps(acc + r->d_start[i], b, res ? res + r->d_first[i] : 0, clamp,
                         base + r->d_first[i], mask ? mask + r->d_first[i] : 0, r->d_len[i],
                         r->d_step[i]);
         }

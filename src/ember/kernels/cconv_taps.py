@@ -96,6 +96,18 @@ static void ct_store_{R}x{V}(const struct ctf *f, const T *tile, long nb, long p
   long out_sample = f->cout * f->grid;
   for (long i = 0; i < TR && nb * TR + i < f->n; i++) {
     long at = (nb * TR + i) * out_sample + p;
+    if (act_on(f->clamp)) { /* the position's channels activated at once (no mask with it) */
+      T vals[TN] __attribute__((aligned(64)));
+      for (long c = 0; c < nc; c++) {
+        long co = c0 + c, o = at + co * f->grid;
+        T v = tile[i * TN + c] + (f->bias ? f->bias[co] : NO_BIAS);
+        if (f->res) v = v + f->res[o];
+        vals[c] = clamp_bounds(v, f->clamp);
+      }
+      activate_row(f->clamp, vals, nc, TN);
+      for (long c = 0; c < nc; c++) f->out[at + (c0 + c) * f->grid] = vals[c];
+      continue;
+    }
     for (long c = 0; c < nc; c++) {
       long co = c0 + c, o = at + co * f->grid;
       T v = tile[i * TN + c] + (f->bias ? f->bias[co] : NO_BIAS);

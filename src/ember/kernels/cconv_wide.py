@@ -129,6 +129,19 @@ static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long 
     long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
     S *o = f->out + at;
     unsigned char *m = f->mask ? f->mask + at : 0;
+#if !HALF
+    if (act_on(f->clamp)) { /* the position's channels activated at once (no mask with it) */
+      T vals[NR] __attribute__((aligned(64)));
+      for (long c = 0; c < nc; c++) {
+        T v = tile[i * NR + c] + (f->bias ? f->bias[c0 + c] : NO_BIAS);
+        if (f->res) v = v + f->res[at + (c0 + c) * f->chan];
+        vals[c] = clamp_bounds(v, f->clamp);
+      }
+      activate_row(f->clamp, vals, nc, NR);
+      for (long c = 0; c < nc; c++) o[(c0 + c) * f->chan] = vals[c];
+      continue;
+    }
+#endif
     for (long c = 0; c < nc; c++) {
       long co = c0 + c;
       /* (16-bit storage: the bias added to the float32 sum, rounded once, as the column

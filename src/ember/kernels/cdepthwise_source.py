@@ -5,7 +5,10 @@ prepends the geometry's macros (``_head``) and says what each function computes.
 
 from __future__ import annotations
 
-SOURCE = r"""
+from .cconv_activation import C_ACTIVATE
+
+SOURCE = (
+    r"""
 #include <stdlib.h>
 #include <string.h>
 typedef void (*ember_task)(void *, long, long);
@@ -17,7 +20,9 @@ typedef void (*ember_pool)(ember_task, void *, long, long);
 #define LD(v) (v)
 #define ST(v) (v)
 #endif
-struct job {
+"""
+    + C_ACTIVATE
+    + r"""struct job {
   const S *a; const S *w; S *out;
   long n, cin, m, h, w_, oh, ow, ph, pw, fh, fw, blocks;
   const S *bias; /* (forward, input gradient) one per output channel, or 0 */
@@ -38,6 +43,9 @@ static void clamp_plane(S *y, long count, const double *c) {
     if (hi_ties ? v >= hi : v > hi) v = hi;
     y[i] = ST(v);
   }
+#if !HALF /* then the store's activation, where the block has one (kernels/cconv_activation.py) */
+  if (act_on(c)) activate(c, y, count);
+#endif
 }
 /* the bias of channel c as the stores add it to the float sums: -0.0, the identity, if none
    (half precision: added before the one rounding, as PyTorch's convolutions round) */
@@ -379,3 +387,4 @@ void dw_weight_grad(const S *x, const S *g, double *out, ember_pool pool, long n
   run(weight_grad_blocks, &j, blocks, n * cin * m * oh * ow * KK, pool);
 }
 """
+)

@@ -23,7 +23,10 @@ runs the row-wide kernels; the graph runner's step cannot, and leaves its result
 as kernels/cdepthwise.py's steps do).
 """
 
-SOURCE = r"""
+from .cconv_activation import C_ACTIVATE
+
+SOURCE = (
+    r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,9 @@ typedef void (*ember_pool)(ember_task, void *, long, long);
 #define S T
 #define LD(v) (v)
 #endif
-
+"""
+    + C_ACTIVATE
+    + r"""
 #if defined(__AVX512F__)
 #define VBYTES 64
 #define NREGS 32
@@ -167,6 +172,9 @@ static inline void clamp_values(T *v, long count, const double *c) {
     if (hi_ties ? x >= hi : x > hi) x = hi;
     v[i] = x;
   }
+#if !HALF /* then the store's activation, where the block has one (kernels/cconv_activation.py) */
+  if (act_on(c)) activate(c, v, count);
+#endif
 }
 
 #if !HALF /* (16-bit operands: their forward and input gradient run the row-wide kernels)*/
@@ -459,3 +467,4 @@ int dw_wide_weight_grad(const S *x, const S *gy, T *out, ember_pool pool, long n
   return run(weight_grad_blocks, &j, (c + V - 1) / V, n * c * oh * ow * KK, pool);
 }
 """
+)

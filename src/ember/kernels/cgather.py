@@ -37,6 +37,23 @@ typedef struct { uint64_t lo, hi; } ember_u128;
         dst[i] = src[k < 0 ? k + n : k];                                           \
       }                                                                            \
   }
+/* each source unit written rep times in a row: the indices are 0, .., 0, 1, .., 1, ..., a
+   nearest upsampling by a whole factor (its columns: the compiler's vector shuffles, not a
+   load per output unit) */
+#define REPLICATE_UNITS(TYPE)                                                      \
+  for (long o = 0; o < outer; o++) {                                               \
+    const TYPE *restrict src = (const TYPE *)x + o * n;                            \
+    TYPE *restrict dst = (TYPE *)out + o * m;                                      \
+    if (rep == 2)                                                                  \
+      for (long j = 0; j < n; j++) {                                               \
+        TYPE v = src[j];                                                           \
+        dst[2 * j] = v;                                                            \
+        dst[2 * j + 1] = v;                                                        \
+      }                                                                            \
+    else                                                                           \
+      for (long j = 0; j < n; j++)                                                 \
+        for (long r = 0; r < rep; r++) dst[j * rep + r] = src[j];                  \
+  }
 /* a: x, idx, out, outer, n (x's size along the axis), m (the indices), chunk (bytes of the
    trailing axes), idx's itemsize (4 or 8), the failed flag's address */
 void gather_step(const long *a) {
@@ -45,13 +62,20 @@ void gather_step(const long *a) {
   char *out = (char *)a[2];
   const long outer = a[3], n = a[4], m = a[5], chunk = a[6], wide = a[7] == 8;
   long *failed = (long *)a[8];
+  /* rep > 1 while every index is i / rep (checked as they are) */
+  long rep = n > 0 && m % n == 0 && m / n > 1 ? m / n : 0;
   for (long i = 0; i < m; i++) {
     long k = wide ? (long)((const long long *)ix)[i] : (long)((const int *)ix)[i];
     if (k < -n || k >= n) {
       *failed = 1;
       return;
     }
+    if (rep && k != i / rep) rep = 0;
   }
+  if (rep) switch (chunk) {
+      case 4: REPLICATE_UNITS(uint32_t) return;
+      case 8: REPLICATE_UNITS(uint64_t) return;
+    }
   /* runs of 1 to 16 bytes (a gather along the last axis: nearest resizing's columns, a
      lookup of scalars) copied as one load and store each, not a call of memcpy each */
   switch (chunk) {

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..kernels.cclamp import UNBOUNDED
+from ..kernels.cconv_activation import Activation
 from ..kernels.cconv_epilogue import Spec
 from ._registry import REGISTRY
 from ._rules import Clamp, EpilogueRule
 from .conv_lift import lifted_node
-from .program import Input, Temp
+from .program import Input, Instr, Program, Temp
 
 __all__ = ["epilogue_plan", "epilogue_spec", "rule"]
 
@@ -99,6 +100,7 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
     clamp = None
     clamps = 0
     masked = []  # (what each mask reads, whether it is ``!= 0``)
+    tail: list = []  # the activation's instructions, on the chain's last value (`_tail_of`)
     for instr in program:
         sources = []
         for ref in instr.operands:
@@ -110,6 +112,13 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
                 sources.append(("k", ref.value))
         bound = _clamp_of(instr, sources)
         latest = _latest(clamps, bias, residual)
+        chain_op = bound is not None or instr.op in (add, gt, ne)
+        if tail or (not chain_op and _activation_op(instr, sources, latest, result)):
+            if not _activation_op(instr, sources, latest, result):
+                return None  # (an activation's value read by anything but the activation)
+            kinds.append(("tail", len(tail)))
+            tail.append(_tail_instr(instr, sources, latest))
+            continue
         if bound is not None:
             if latest not in sources:  # (the chain's last value, nothing earlier)
                 return None
@@ -147,6 +156,12 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
         else:
             return None
     final = _latest(clamps, bias, residual)
+    activation = None
+    if tail:  # (the store's mask would read the value before it)
+        if masked or len(outputs) != 1 or not isinstance(kinds[outputs[0]], tuple):
+            return None
+        final = kinds[outputs[0]]
+        activation = Activation(Program(tail), final[1])
     # (the store's mask is of the clamped value: ``clamped > 0`` is ``value > 0`` under a
     # ReLU's bounds, but ``clamped != 0`` is not ``value != 0`` for a negative value)
     if any(read != final and (not_zero or not _mask_agrees(clamp)) for read, not_zero in masked):
@@ -165,7 +180,39 @@ def epilogue_spec(program, outputs, out_types, operand_types, slot: int, result)
     bounds = None if clamp is None else tuple(clamp)
     if not_zero:  # (the clamp block says how the mask compares: kernels/cclamp.py)
         bounds = (*(bounds or UNBOUNDED), True)
-    return Spec(bias, bounds, value, mask, residual=residual)
+    if activation is not None:  # (the clamp block carries it: kernels/cclamp.py)
+        bounds = (*(bounds or UNBOUNDED), False, activation)
+    return Spec(bias, bounds, value, mask, residual=residual, activation=activation)
+
+
+def _activation_op(instr, sources, base, result) -> bool:
+    """Whether ``instr`` can be an instruction of the store's activation (kernels/
+    cconv_activation.py): an elementwise op with a C expression (its ``c`` rule, as the fused
+    loops compile it) whose operands are the chain's last value ``base``, the activation's
+    earlier values and constants, in a float32/float64 result (a 16-bit store rounds first)."""
+    op = instr.op
+    if op.c is None or op.kind != "elementwise" or op.reduction is not None:
+        return False
+    if result.dtype not in (dt.float32, dt.float64):
+        return False
+    reads = [s for s in sources if not (isinstance(s, tuple) and s[0] == "k")]
+    return bool(reads) and all(
+        s == base or (isinstance(s, tuple) and s[0] == "tail") for s in reads
+    )
+
+
+def _tail_instr(instr, sources, base):
+    """``instr`` as an instruction of the activation's own program: the chain's last value its
+    input 0, the activation's earlier values its temps."""
+    operands = []
+    for ref, source in zip(instr.operands, sources):
+        if source == base:
+            operands.append(Input(0))
+        elif isinstance(source, tuple) and source[0] == "tail":
+            operands.append(Temp(source[1]))
+        else:
+            operands.append(ref)  # (a constant)
+    return Instr(instr.op, tuple(operands), instr.attrs)
 
 
 def _latest(clamps: int, bias, residual):

@@ -149,6 +149,8 @@ def _stage(node, depthwise: bool):
     spec, attrs, _ = found
     if spec.value != 0 or spec.mask is not None or spec.residual is not None:
         return None
+    if spec.activation is not None:  # (kernels/cinverted_residual.py's stores clamp only)
+        return None
     n, slot = node.attrs["n_producer"], node.attrs["slot"]
     if spec.own_bias:
         bias = node.inputs[2]
