@@ -28,9 +28,10 @@ import math
 
 import numpy as np
 
+from . import cache_sizes
 from .cstep import data_address
 
-__all__ = ["counts", "input_grad", "wins", "work"]
+__all__ = ["counts", "input_grad", "sample_block", "wins", "work"]
 
 _VECTOR_BYTES, _MR = 64, 8  # (kernels/cconv.py's vectors and blocks of output channels)
 
@@ -193,16 +194,35 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.n
     rows = rows.reshape(groups, n * m, cog)
     weight = np.ascontiguousarray(w.reshape(groups, cog, cg, taps).transpose(0, 1, 3, 2))
     weight = weight.reshape(groups, cog, taps * cg)
-    cols = np.empty((groups, n * m, cg * taps), gy.dtype)
-    for g in range(groups):
-        cgemm.gemm(rows[g], weight[g], out=cols[g])
     out = np.empty((n, groups * cg) + tuple(p.in_size), gy.dtype)
     (kh, kw), (gh, gw), (oh, ow) = p.kernel, p.out_size, p.in_size
     bias = None if bias is None else np.ascontiguousarray(bias)
     failed = ctypes.c_int(0)
-    fn(
-        data_address(cols), 0 if bias is None else data_address(bias), data_address(out),
-        n, groups * cg, cg, kh, kw, gh, gw, oh, ow, *p.stride, *p.lo, *p.dilation,
-        ctypes.addressof(failed), pool,
-    )  # fmt: skip
-    return None if failed.value else out  # (no memory for a thread's sums: NumPy runs)
+    # a block of samples at a time: its columns, written by the product, are read by the
+    # col2im while they are in L2 (the whole batch's, ResNet's r3a layer 19 MB, went to memory
+    # and back, fresh pages each call)
+    block = sample_block(n, groups, m, cg * taps, np.dtype(gy.dtype).itemsize)
+    cols = np.empty((groups, block * m, cg * taps), gy.dtype)
+    for n0 in range(0, n, block):
+        b = min(block, n - n0)
+        for g in range(groups):
+            cgemm.gemm(rows[g, n0 * m : (n0 + b) * m], weight[g], out=cols[g, : b * m])
+        fn(
+            data_address(cols), 0 if bias is None else data_address(bias),
+            data_address(out[n0:]), b, groups * cg, cg, kh, kw, gh, gw, oh, ow, *p.stride,
+            *p.lo, *p.dilation, ctypes.addressof(failed), pool,
+        )  # fmt: skip
+        if failed.value:
+            return None  # (no memory for a thread's sums: NumPy runs)
+    return out
+
+
+def sample_block(n: int, groups: int, positions: int, width: int, itemsize: int) -> int:
+    """The samples whose product columns (``groups`` x ``positions`` rows of ``width``
+    values each) fill at most the L2 cache, at least one per pool thread (the col2im's work
+    items), at most ``n``."""
+    from . import cpool
+
+    per_sample = groups * positions * width * itemsize
+    fit = max(cpool.get_num_threads(), cache_sizes.l2_bytes() // max(1, per_sample))
+    return max(1, min(n, fit))

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from . import cconv
+from . import cconv, cconv_col2im
 from .cconv import _BLOCKS, _MAX_WASTE, _MR
 from .cconv_weight import _cl_blocks, _pointwise_by_sample, _windows_cover, cl_layout
 from .conv_plan import Plan
@@ -50,11 +50,12 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         and cconv.col2im_runs(a_shape, b_shape, p, groups, dtype)
     ):
         # the gradient with its channels innermost and the weight's copy with its channels
-        # innermost beside the product's result, the columns (each pool thread's sums of a
-        # sample, C's, not counted)
+        # innermost beside the product's result, a block of samples' columns (each pool
+        # thread's sums of a sample, C's, not counted)
         n, cout, cg = a_shape[0], b_shape[0], b_shape[1]
         m = math.prod(p.out_size)
-        return (n * cout * m + cout * cg * kk + groups * cg * kk * n * m) * item
+        block = cconv_col2im.sample_block(n, groups, m, cg * kk, item)
+        return (n * cout * m + cout * cg * kk + groups * cg * kk * block * m) * item
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - low for r, low in zip(reach, p.lo)]
     if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):
