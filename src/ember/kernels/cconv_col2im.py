@@ -200,8 +200,9 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.n
     failed = ctypes.c_int(0)
     # a block of samples at a time: its columns, written by the product, are read by the
     # col2im while they are in L2 (the whole batch's, ResNet's r3a layer 19 MB, went to memory
-    # and back, fresh pages each call)
-    block = sample_block(n, groups, m, cg * taps, np.dtype(gy.dtype).itemsize)
+    # and back, fresh pages each call), unless the weight the product packs again per block
+    # outweighs them
+    block = sample_block(n, groups, m, cg * taps, np.dtype(gy.dtype).itemsize, cog)
     cols = np.empty((groups, block * m, cg * taps), gy.dtype)
     for n0 in range(0, n, block):
         b = min(block, n - n0)
@@ -217,12 +218,13 @@ def input_grad(gy: np.ndarray, w: np.ndarray, p, groups: int, bias=None) -> np.n
     return out
 
 
-def sample_block(n: int, groups: int, positions: int, width: int, itemsize: int) -> int:
+def sample_block(n: int, groups: int, positions: int, width: int, itemsize: int, cog: int) -> int:
     """The samples whose product columns (``groups`` x ``positions`` rows of ``width``
-    values each) fill at most the L2 cache, at least one per pool thread (the col2im's work
-    items), at most ``n``."""
+    values each) fill at most the L2 cache, but at least ``cog`` rows (the weight's, which the
+    product packs again for each block: its bytes at most the block's columns'), at least one
+    per pool thread (the col2im's work items), at most ``n``."""
     from . import cpool
 
     per_sample = groups * positions * width * itemsize
-    fit = max(cpool.get_num_threads(), cache_sizes.l2_bytes() // max(1, per_sample))
-    return max(1, min(n, fit))
+    fit = max(cache_sizes.l2_bytes() // max(1, per_sample), -(-cog // max(1, positions)))
+    return max(1, min(n, max(cpool.get_num_threads(), fit)))

@@ -54,7 +54,7 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         # thread's sums of a sample, C's, not counted)
         n, cout, cg = a_shape[0], b_shape[0], b_shape[1]
         m = math.prod(p.out_size)
-        block = cconv_col2im.sample_block(n, groups, m, cg * kk, item)
+        block = cconv_col2im.sample_block(n, groups, m, cg * kk, item, cout // groups)
         return (n * cout * m + cout * cg * kk + groups * cg * kk * block * m) * item
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - low for r, low in zip(reach, p.lo)]
