@@ -62,7 +62,8 @@ from ember.ops import _conv_kernels, recurrent
 from ember.ops import batch_norm as _batch_norm
 from ember.ops import quantized as _quantized
 from ember.ops._scatter_kernels import add_slices as _add_slices_reference
-from ember.ops.pool import _max_pool_kernel, _scatter_kernel
+from ember.ops.pool import _max_pool_kernel
+from ember.ops.pool_scatter import _scatter_kernel
 from ember.ops.program import Temp, evaluate_program
 from ember.ops.quantize import quantize_array as _quantize_array
 from ember.ops.softmax import _log_softmax_kernel, _softmax_kernel

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.kernels import ccompile, cconv, cconv_col2im, cconv_weight, cpool
+from ember.kernels import ccompile, cconv, cconv_weight, cpool
 from ember.kernels.conv_plan import conv_out_size, plan
 from ember.kernels.cstep import STEP_CALL, function_address
 from ember.ops import _conv_dispatch
@@ -98,7 +98,7 @@ def test_half_kernels_equal_the_float32_kernels_rounded_once(case, dtype, thread
         gy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32).astype(dtype)
         gx = cconv.conv_input_grad(gy, w, p, 1)
         if gx is None:  # (the product and col2im: ops/conv.py widens to float32 for it)
-            assert cconv_col2im.wins(gy.shape, w.shape, p, 1, 4)
+            assert cconv.col2im_runs(gy.shape, w.shape, p, 1, np.float32)
         else:
             bound = cconv.conv_input_grad(*_wide(abs(gy), abs(w)), p, 1)
             terms = cout * int(np.prod(kernel))

@@ -8,8 +8,9 @@ import pytest
 
 import ember
 from ember.kernels import ccompile, cpooling
-from ember.ops.pool import MAX_POOL, POOL_SCATTER
+from ember.ops.pool import MAX_POOL
 from ember.ops.pool_codes import flat_from_codes
+from ember.ops.pool_scatter import POOL_SCATTER
 
 pytestmark = pytest.mark.skipif(not ccompile.compiler_available(), reason="no C compiler")
 

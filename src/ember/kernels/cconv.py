@@ -88,7 +88,7 @@ _FORWARD_ARGS = [_P] * 8 + [_L] * 8 + [_P, _P, _L, _P]
 _RESIDUAL_SLOT = {False: 38, True: 32}
 _SEGMENT_ARGS = [_P, _P, _L, _L, _L]
 _WEIGHT_ARGS = [_P] * 5 + [_L] * 7 + _SEGMENT_ARGS + [_P]
-_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P]
+_WEIGHT_CL_ARGS = [_P] * 5 + [_L] * 9 + _SEGMENT_ARGS + [_P] * 4
 
 
 # the half-precision dtypes the forward stores in 16 bits: the name of their conversions
@@ -651,29 +651,49 @@ def _compute_itemsize(dtype) -> int:
 
 def conv_input_grad(gy, w, p: Plan, groups: int, bias=None):
     """The adjoint of `conv_forward` in x (+ ``bias`` per channel of the result, added as the
-    forward adds it: a transposed convolution's): at stride 1 the forward convolution of
-    ``gy`` with the flipped, transposed weight, else phase by phase (kernels/cconv_phases.py).
-    None where it does not apply."""
+    forward adds it: a transposed convolution's): the product and a col2im
+    (kernels/cconv_col2im.py) where `col2im_runs` says, else `padded_input_grad`. None where
+    it does not apply."""
+    if col2im_runs(gy.shape, w.shape, p, groups, gy.dtype):
+        # small gradient planes under a large kernel: the product and a col2im, which
+        # multiply no padding; half precision declined, so ops/conv.py widens it to float32
+        # and rounds once (a 16-bit result is float32's rounded, whichever way float32 sums)
+        return cconv_col2im.input_grad(gy, w, p, groups, bias)
+    if not bool(np.isfinite(w).all()):
+        # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
+        # col2im never adds those products: the col2im where it applies)
+        itemsize = _compute_itemsize(gy.dtype)
+        if cconv_col2im.wins(gy.shape, w.shape, p, groups, itemsize):
+            return cconv_col2im.input_grad(gy, w, p, groups, bias)
+        return None
+    return padded_input_grad(gy, w, p, groups, bias)
+
+
+def col2im_runs(gy_shape: tuple, w_shape: tuple, p: Plan, groups: int, dtype) -> bool:
+    """Whether the input gradient runs the product and col2im: counted (the col2im's count
+    below the padded forward's, and below kernels/cconv_taps.py's where that layout skips the
+    padding's taps), measured once per machine and geometry where the counts are near
+    (kernels/cconv_dx_choice.py); kernels/cconv_workspace.py asks it too."""
+    from . import cconv_dx_choice
+
+    # (half precision as float32: a 16-bit gradient the col2im takes is widened by the op to
+    # float32's, so both decide alike and a 16-bit result is float32's rounded once)
+    dtype = _compute_dtype(np.dtype(dtype))
+    itemsize = dtype.itemsize
+    counted = cconv_col2im.wins(gy_shape, w_shape, p, groups, itemsize) and not taps_win(
+        gy_shape, w_shape, p, groups, dtype
+    )
+    return cconv_dx_choice.col2im_runs(gy_shape, w_shape, p, groups, dtype, counted)
+
+
+def padded_input_grad(gy, w, p: Plan, groups: int, bias=None):
+    """The input gradient as the forward convolution of ``gy``, padded by the kernel's reach,
+    with the flipped, transposed weight (a finite one): at stride 1 directly, else phase by
+    phase (kernels/cconv_phases.py). None where it does not apply."""
     nd = len(p.kernel)
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - lo for r, lo in zip(reach, p.lo)]
     hi = [i - o - low + r for i, o, low, r in zip(p.in_size, p.out_size, lo, reach)]
-    itemsize = _compute_itemsize(gy.dtype)
-    finite = None
-    if cconv_col2im.wins(gy.shape, w.shape, p, groups, itemsize):
-        # small gradient planes under a large kernel: the product and a col2im, which
-        # multiply no padding (unless the forward skips the padding's taps and counts less);
-        # half precision declined, so ops/conv.py widens it to float32 and rounds once (a
-        # 16-bit result is float32's rounded, whichever way float32 sums)
-        finite = bool(np.isfinite(w).all())
-        if not finite or not taps_win(gy.shape, w.shape, p, groups, gy.dtype):
-            return cconv_col2im.input_grad(gy, w, p, groups, bias)
-    if finite is None:
-        finite = bool(np.isfinite(w).all())
-    if not finite:
-        # (a non-finite weight times the zero border would give NaN where the NumPy kernel's
-        # col2im never adds those products)
-        return None
     if any(s != 1 for s in p.stride) or any(v < 0 for v in lo):
         # (phases crop gy where the padding exceeds the kernel's reach)
         from . import cconv_phases

@@ -313,6 +313,47 @@ def _to_channels_last(x, xcl, p: Plan, cp: int) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=64)
+def _padding_skips(p: Plan, layout: ClLayout) -> tuple | None:
+    """Per kernel offset of the channels-last kernel (a kernel row's first, where its offsets
+    lie side by side: their columns are not skipped), whether each output row's window reads
+    a real input row (one byte a row) and the output columns ``[lo, hi)`` whose windows read
+    real input columns: the positions whose products the kernel skips, as kernels/cconv_taps.py
+    skips the forward's (a 3x3 'same' convolution's 4x4 planes: 31% of its products read the
+    zero padding). The kernel skips them in the chunks of positions whose gy values are all
+    finite, where each skipped term is a finite value times +0 (the sums start at +0, so those
+    terms change nothing: the bits of summing every position); None where no window reads the
+    padding."""
+    lead = p.kernel[:-1] + (1,) if layout.rows else p.kernel
+
+    def inside(axis: int) -> np.ndarray:
+        """(kernel offsets, output positions): whether the offset's window reads a real input
+        position along ``axis``."""
+        at = np.arange(p.out_size[axis]) * p.stride[axis] - p.lo[axis]
+        offsets = np.arange(lead[axis])[:, None] * p.dilation[axis]
+        return (at + offsets >= 0) & (at + offsets < p.in_size[axis])
+
+    rows = np.ones((1, 1), bool)  # (lead offsets so far, output rows so far)
+    for axis in range(len(p.kernel) - 1):
+        ok = inside(axis)
+        rows = (rows[:, None, :, None] & ok[None, :, None, :]).reshape(
+            rows.shape[0] * ok.shape[0], -1
+        )
+    if layout.rows:
+        cols = np.ones((1, p.out_size[-1]), bool)
+    else:
+        cols = inside(len(p.kernel) - 1)
+    if rows.all() and cols.all():
+        return None
+    count = cols.sum(axis=1)
+    lo = np.where(count > 0, cols.argmax(axis=1), 0)
+    # (a window's real columns are one run: [lo, lo + count))
+    row_ok = np.repeat(rows, cols.shape[0], axis=0).astype(np.uint8)
+    col_lo = np.tile(lo, rows.shape[0]).astype(np.int64)
+    col_hi = np.tile(lo + count, rows.shape[0]).astype(np.int64)
+    return np.ascontiguousarray(row_ok), col_lo, col_hi
+
+
 def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout):
     """The weight gradient as one GEMM per kernel offset (or kernel row: `cl_layout`), over a
     channels-last copy of the padded input (each position's channels one contiguous run),
@@ -350,6 +391,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout
     blocks = -(-n // per_block)
     out = np.empty((layout.offsets, rows, cw), compute)
     partial = np.empty((blocks,) + out.shape, compute)
+    skip = _padding_skips(p, layout)
     weight_cl(
         data_address(gy),
         data_address(xcl),
@@ -366,6 +408,7 @@ def _weight_grad_channels_last(x, gy, p: Plan, weight_cl, pool, layout: ClLayout
         p.stride[-1],
         cw,
         *segments,
+        *((0, 0, 0) if skip is None else (data_address(a) for a in skip)),
         pool,
     )
     if layout.rows:  # (rows, kernel row, offset along it, channel) -> per offset

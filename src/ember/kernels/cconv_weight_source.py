@@ -186,9 +186,11 @@ void conv_weight_grad(const S *gy, const XW *x, T *gw, T *partial, const long *r
 #define NW (2 * VL) /* input channels per tile */
 
 /* acc (MW x NW, row stride ldc) += a (rows x MW packed) * b, whose rows come in `nseg`
-   segments: cnt[s] rows (row stride ldb) from b + off[s] */
-static void micro_w(int nseg, const long *off, const long *cnt, const T *restrict a,
-                    const T *restrict b, long ldb, T *restrict acc, long ldc) {
+   segments: cnt[s] rows (row stride ldb) from b + off[s], after pre[s] rows of a skipped and
+   before post[s] (the positions whose kernel offset reads the zero padding) */
+static void micro_w(int nseg, const long *off, const long *cnt, const long *pre,
+                    const long *post, const T *restrict a, const T *restrict b, long ldb,
+                    T *restrict acc, long ldc) {
   vec c[MW][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
@@ -197,6 +199,7 @@ static void micro_w(int nseg, const long *off, const long *cnt, const T *restric
   }
   for (int sg = 0; sg < nseg; sg++) {
     const T *bs = b + off[sg];
+    a += pre[sg] * MW;
     for (long p = 0; p < cnt[sg]; p++) {
       vec b0 = *(const uvec *)bs, b1 = *(const uvec *)(bs + VL);
 #pragma GCC unroll 8
@@ -208,6 +211,7 @@ static void micro_w(int nseg, const long *off, const long *cnt, const T *restric
       a += MW;
       bs += ldb;
     }
+    a += post[sg] * MW;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MW; i++) {
@@ -226,6 +230,12 @@ struct wcl {
   long cw; /* values of x read from each kernel offset's position (a multiple of NW: cp, or a
                kernel row's offsets side by side, cp apart) */
   struct segments sg; /* sg.dst: each output row's first position in the padded input */
+  /* per kernel offset (or kernel row): whether each output row's window reads a real input
+     row (rows x one byte), and the output columns [col_lo, col_hi) whose windows read real
+     input columns, the positions a chunk of finite gy values sums (the padding's products
+     are +0 or -0 there); NULL: every position is summed */
+  const unsigned char *row_ok;
+  const long *col_lo, *col_hi;
 };
 
 /* The reduction runs over the real output positions of a block of samples (no extended grid),
@@ -317,9 +327,14 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
   long mp = g->m_panels, rows = mp * MW, cp = g->cp, cw = g->cw;
   long per_sample = g->sg.count * g->sg.len;
   T *ap = aligned_alloc(64, (size_t)(mp * KC * MW) * sizeof(T));
-  long *seg = malloc(4 * (KC + 2) * sizeof(long)); /* x offset, count, gy offset, sample */
+  /* per segment: x offset, count, gy offset, output row, first column; a kernel offset's x
+     offset, count and positions skipped before and after; zeros */
+  long *seg = calloc(10 * (KC + 2), sizeof(long));
   if (!ap || !seg) abort();
   long *s_off = seg, *s_cnt = seg + KC + 2, *s_gy = seg + 2 * (KC + 2);
+  long *s_row = seg + 3 * (KC + 2), *s_t = seg + 4 * (KC + 2), *k_off = seg + 5 * (KC + 2);
+  long *k_cnt = seg + 6 * (KC + 2), *k_pre = seg + 7 * (KC + 2), *k_post = seg + 8 * (KC + 2);
+  const long *zero = seg + 9 * (KC + 2);
   for (long blk = lo; blk < hi; blk++) {
     long n0 = blk * g->per_block, n1 = n0 + g->per_block < g->n ? n0 + g->per_block : g->n;
     T *part = g->partial + blk * g->kk * rows * cw;
@@ -337,10 +352,14 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
         s_off[nseg] = (nn * g->x_sample + (g->sg.dst[row] + t * g->xstep) * cp);
         s_gy[nseg] = nn * g->gy_sample + g->sg.src[row] + t;
         s_cnt[nseg] = count;
+        s_row[nseg] = row;
+        s_t[nseg] = t;
         nseg++;
         i += count;
       }
-      /* gy's chunk, packed in panels of MW output channels */
+      /* gy's chunk, packed in panels of MW output channels; whether its values are all
+         finite (inf or NaN times the padding's zeros is NaN: such a chunk skips nothing) */
+      int finite = 1;
       for (long ip = 0; ip < mp; ip++)
         for (int m = 0; m < MW; m++) {
           long co = ip * MW + m;
@@ -348,7 +367,11 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
           if (co < g->cout) {
             for (int sg = 0; sg < nseg; sg++) {
               const S *from = g->gy + s_gy[sg] + co * g->sg.plane;
-              for (long p = 0; p < s_cnt[sg]; p++, to += MW) *to = LD(from[p]);
+              for (long p = 0; p < s_cnt[sg]; p++, to += MW) {
+                T v = LD(from[p]);
+                *to = v;
+                finite &= v - v == 0;
+              }
             }
           } else {
             for (long p = 0; p < kc; p++, to += MW) *to = 0;
@@ -356,9 +379,24 @@ static void wcl_blocks(void *ctx, long lo, long hi) {
         }
       for (long k = 0; k < g->kk; k++) {
         const T *xs = g->x + g->koff[k] * cp;
+        const long *off = s_off, *cnt = s_cnt, *pre = zero, *post = zero;
+        if (g->row_ok && finite) { /* the segments' pieces whose windows read real input */
+          const unsigned char *ok = g->row_ok + k * g->sg.count;
+          long lo_ = g->col_lo[k], hi_ = g->col_hi[k];
+          for (int sg = 0; sg < nseg; sg++) {
+            long t0 = s_t[sg], t1 = t0 + s_cnt[sg];
+            long a0 = t0 > lo_ ? t0 : lo_, a1 = t1 < hi_ ? t1 : hi_;
+            if (!ok[s_row[sg]] || a1 <= a0) a0 = a1 = t1;
+            k_pre[sg] = a0 - t0;
+            k_cnt[sg] = a1 - a0;
+            k_post[sg] = t1 - a1;
+            k_off[sg] = s_off[sg] + (a0 - t0) * g->xstep * cp;
+          }
+          off = k_off, cnt = k_cnt, pre = k_pre, post = k_post;
+        }
         for (long ip = 0; ip < mp; ip++)
           for (long c0 = 0; c0 < cw; c0 += NW)
-            micro_w(nseg, s_off, s_cnt, ap + ip * KC * MW, xs + c0, cp * g->xstep,
+            micro_w(nseg, off, cnt, pre, post, ap + ip * KC * MW, xs + c0, cp * g->xstep,
                     part + (k * rows + ip * MW) * cw + c0, cw);
       }
     }
@@ -377,10 +415,12 @@ void conv_weight_grad_cl(const S *gy, const XW *x, T *out, T *partial, const lon
                          long cout, long kk, long cp, long gy_sample, long x_sample,
                          long per_block, long xstep, long cw, const long *seg_src,
                          const long *seg_dst, long segs, long seg_len, long plane,
+                         const unsigned char *row_ok, const long *col_lo, const long *col_hi,
                          ember_pool pool) {
   long mp = (cout + MW - 1) / MW, blocks = (n + per_block - 1) / per_block;
   struct wcl g = {gy,        x,  partial, koff,  n, cout, kk, cp, gy_sample, x_sample,
-                  per_block, mp, xstep,   cw,    {seg_src, seg_dst, segs, seg_len, plane}};
+                  per_block, mp, xstep,   cw,    {seg_src, seg_dst, segs, seg_len, plane},
+                  row_ok,    col_lo, col_hi};
   if (pool && blocks > 1 && cout * kk * cw * plane * n > (1L << 20))
     pool(wcl_blocks, &g, blocks, 1);
   else

@@ -47,13 +47,15 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
     if (
         op == "conv_input_grad"
         and dtype.itemsize >= 4
-        and cconv_col2im.wins(a_shape, b_shape, p, groups, item)
-        and not cconv.taps_win(a_shape, b_shape, p, groups, dtype)
+        and cconv.col2im_runs(a_shape, b_shape, p, groups, dtype)
     ):
-        # the gradient with its channels innermost beside the product's result, the columns
+        # the gradient with its channels innermost and the weight's copy with its channels
+        # innermost beside the product's result, a block of samples' columns (each pool
+        # thread's sums of a sample, C's, not counted)
         n, cout, cg = a_shape[0], b_shape[0], b_shape[1]
         m = math.prod(p.out_size)
-        return (n * cout * m + groups * cg * kk * n * m) * item
+        block = cconv_col2im.sample_block(n, groups, m, cg * kk, item, cout // groups)
+        return (n * cout * m + cout * cg * kk + groups * cg * kk * block * m) * item
     reach = [d * (k - 1) for d, k in zip(p.dilation, p.kernel)]
     lo = [r - low for r, low in zip(reach, p.lo)]
     if any(s != 1 for s in p.stride) or (op == "conv_input_grad" and any(v < 0 for v in lo)):

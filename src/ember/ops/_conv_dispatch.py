@@ -178,10 +178,10 @@ def _widened_col2im(node) -> bool:
     a_shape, b_shape = (tuple(v.shape) for v in node.inputs[:2])
     if not all(isinstance(d, int) for d in a_shape + b_shape):
         return False
-    from ..kernels import cconv_col2im
+    from ..kernels import cconv
 
     p = conv_geometry(node.attrs, node.attrs["in_size"], b_shape)
-    return cconv_col2im.wins(a_shape, b_shape, p, node.attrs["groups"], 4)
+    return cconv.col2im_runs(a_shape, b_shape, p, node.attrs["groups"], node.inputs[0].dtype.np)
 
 
 def _workspace(node, layouts) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
+from ..kernels.pool_geometry import plane_strides
 from ..symbolic import SymDim
 from ..types import TensorType
 from . import _memory_format
@@ -27,15 +28,8 @@ from ._node_names import rename_node
 from ._registry import Cost, OpDef, apply, constant, export, register
 from ._rules import Layout
 from ._util import fmt_shape, io_bytes, require_kernel_dtype
-from .pool import (
-    MAX_POOL,
-    check_dtype,
-    finish_pool,
-    max_pool_vjp,
-    onnx_max_pool,
-    plane_strides,
-    unbatch,
-)
+from .pool import MAX_POOL, max_pool_vjp, onnx_max_pool
+from .pool_window import check_dtype, finish_pool, unbatch
 from .promotion import to_tensor
 
 

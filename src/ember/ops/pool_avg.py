@@ -25,7 +25,7 @@ from ._registry import Cost, OpDef, apply, export, register
 from ._rules import Layout
 from ._util import half_precision, io_bytes, numel, require_float, value_bytes
 from .conv_functional import int_tuple
-from .pool import check_pool_args, unbatch, window_slices
+from .pool_window import check_pool_args, unbatch, window_slices
 from .promotion import to_tensor
 
 
