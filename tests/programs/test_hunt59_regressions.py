@@ -25,3 +25,72 @@ def test_backward_again_through_nodes_that_saved_nothing():
         y.backward()
         with pytest.raises(RuntimeError, match="second time"):
             y.backward()
+
+
+@pytest.mark.filterwarnings("ignore:ember.compile")
+def test_compiled_remainder_of_a_dynamic_size_compared_with_zero():
+    """Under automatic dynamic shapes, ``n % 2 == 0`` of a symbolic size is decided at the
+    traced call's sizes and kept as a guard (it was always False: a remainder was taken as
+    never 0, as a bare symbol is); the same for ``== 1``."""
+
+    def f(x):
+        h = x[:-1]
+        return h * 2 if h.shape[0] % 2 == 0 else -h, (h.shape[0] - 2) == 1
+
+    cf = ember.compile(f)
+    for rows in (8, 5, 6, 9, 3, 4):
+        x = ember.randn(rows, 3)
+        (want, want_flag), (got, got_flag) = f(x), cf(x)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert got_flag == want_flag == (rows == 4)
+
+
+@pytest.mark.filterwarnings("ignore:ember.compile")
+def test_compiled_step_making_its_optimizer_on_the_first_call():
+    """A compiled training step that makes its optimizer on its first call (kept in a dict
+    the function closes over) runs as PyTorch's: the capture fails (the optimizer was not
+    reachable before the call) and the call runs eagerly, the optimizer made once."""
+    results = {}
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        model = lib.nn.Linear(3, 1)
+        with lib.no_grad():
+            model.weight.copy_(lib.tensor([[0.1, -0.2, 0.3]]))
+            model.bias.zero_()
+        state = {}
+        made = []
+
+        def step(x, model=model, state=state, made=made, lib=lib):
+            if "opt" not in state:
+                made.append(1)
+                state["opt"] = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            loss = model(x).pow(2).mean()
+            state["opt"].zero_grad()
+            loss.backward()
+            state["opt"].step()
+            return loss.detach()
+
+        step = ember.compile(step) if lib is ember else step
+        x = lib.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
+        results[lib.__name__] = ([float(step(x)) for _ in range(3)], len(made), model.weight.detach().numpy())
+    (tl, tm, tw), (el, em, ew) = results["torch"], results["ember"]
+    np.testing.assert_allclose(el, tl, rtol=1e-5)
+    assert tm == em == 1
+    np.testing.assert_allclose(ew, tw, rtol=1e-5)
+
+
+def test_deepcopy_of_a_parameter_leaves_its_grad():
+    """copy.deepcopy of a Parameter (of a model) starts without .grad, as PyTorch's; a plain
+    tensor's deepcopy keeps it (a twin trained after deepcopy accumulated onto the
+    original's gradient)."""
+    import copy
+
+    for lib in (torch, ember):
+        m = lib.nn.Linear(2, 1)
+        m(lib.ones(1, 2)).sum().backward()
+        w = lib.ones(2, requires_grad=True)
+        (w * 3).sum().backward()
+        assert copy.deepcopy(m).weight.grad is None
+        assert copy.deepcopy(m.weight).grad is None
+        np.testing.assert_array_equal(copy.deepcopy(w).grad.numpy(), [3.0, 3.0])
+        assert m.weight.grad is not None
