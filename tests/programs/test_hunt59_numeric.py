@@ -7,7 +7,6 @@ and in-place updates with index_put_ accumulate, scatter_reduce, index_add_ alph
 masked_scatter_, addcmul_/addcdiv_, lerp_ and clamp_ with tensor bounds.
 """
 
-import math
 
 import numpy as np
 import pytest

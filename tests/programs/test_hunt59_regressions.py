@@ -72,7 +72,8 @@ def test_compiled_step_making_its_optimizer_on_the_first_call():
 
         step = ember.compile(step) if lib is ember else step
         x = lib.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 10)
-        results[lib.__name__] = ([float(step(x)) for _ in range(3)], len(made), model.weight.detach().numpy())
+        losses = [float(step(x)) for _ in range(3)]
+        results[lib.__name__] = (losses, len(made), model.weight.detach().numpy())
     (tl, tm, tw), (el, em, ew) = results["torch"], results["ember"]
     np.testing.assert_allclose(el, tl, rtol=1e-5)
     assert tm == em == 1
