@@ -51,13 +51,16 @@ def parametrized_training(torch, ctx):
     x = ctx.t(rng.standard_normal((6, 4)).astype(np.float32))
     out = []
     u0 = sn.parametrizations.weight[0]._u.clone()
-    for _ in range(3):
+    def step(x):
         y = lr(wn(torch.relu(sn(orth(x)))))
         loss = y.pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-        out.append(loss.detach())
+        return loss.detach()
+
+    step = ctx.fn(step)
+    out = [step(x) for _ in range(3)]
     W = orth.weight
     eye = W.T @ W
     sn.eval()
@@ -203,3 +206,7 @@ PROGRAMS = [parametrized_training, module_hooks, copy_and_pickle, init_and_prune
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_eager(program):
     check_program(program)
+
+
+def test_captured_parametrized_training():
+    check_program(parametrized_training, capture=True)

@@ -56,13 +56,15 @@ def fno_spectral(torch, ctx):
     x = rng.standard_normal((3, 1, 16)).astype(np.float32)
     y = np.stack([np.convolve(r[0], np.ones(3) / 3, mode="same") for r in x])[:, None].astype(np.float32)
     x, y = ctx.t(x), ctx.t(y)
-    losses = []
-    for _ in range(3):
+    def step(x, y):
         loss = F.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(loss.detach())
+        return loss.detach()
+
+    step = ctx.fn(step)
+    losses = [step(x, y) for _ in range(3)]
     return [losses, model.spec.w, model.spec.w.grad, opt.state_dict()["state"][2]["exp_avg_sq"]]
 
 
@@ -186,15 +188,17 @@ def sparse_gcn(torch, ctx):
     rng = np.random.default_rng(3)
     X = ctx.t(rng.standard_normal((n, 3)).astype(np.float32))
     y = ctx.t(np.array([0, 1, 0, 1, 1]))
-    losses = []
-    for _ in range(2):
+    def step(X, y):
         h = F.relu(torch.sparse.mm(An, W1(X)))
         out = torch.sparse.mm(An, W2(h))
         loss = F.cross_entropy(out, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(loss.detach())
+        return loss.detach()
+
+    step = ctx.fn(step)
+    losses = [step(X, y) for _ in range(2)]
     csr = An.to_sparse_csr()
     dense = An.to_dense()
     return [A.indices(), A.values(), A._nnz(), dense, losses, W1.weight.grad, csr.crow_indices(), csr.col_indices(), csr @ X, torch.sparse.sum(An, dim=1).to_dense(), (An @ X)]
@@ -240,6 +244,14 @@ def inplace_updates(torch, ctx):
 PROGRAMS = [fno_spectral, complex_autograd, distribution_zoo, sparse_gcn, inplace_updates]
 
 
+CAPTURED = [fno_spectral, sparse_gcn]
+
+
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_eager(program):
     check_program(program)
+
+
+@pytest.mark.parametrize("program", CAPTURED, ids=lambda p: p.__name__)
+def test_captured(program):
+    check_program(program, capture=True)

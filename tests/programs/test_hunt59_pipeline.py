@@ -201,16 +201,21 @@ def autocast_scaler(torch, ctx):
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2)
     rng = np.random.default_rng(4)
     out = []
+    def micro_step(x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x)
+            lsm = logits.log_softmax(-1)
+            loss = F.cross_entropy(logits, y) / 2
+        scaler.scale(loss).backward()
+        return logits, lsm, loss
+
+    micro_step = ctx.fn(micro_step)
     for step in range(3):
         opt.zero_grad()
         for micro in range(2):
             x = ctx.t(rng.standard_normal((4, 5)).astype(np.float32))
             y = ctx.t(rng.integers(0, 3, 4))
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits = model(x)
-                lsm = logits.log_softmax(-1)
-                loss = F.cross_entropy(logits, y) / 2
-            scaler.scale(loss).backward()
+            logits, lsm, loss = micro_step(x, y)
             out.append([logits.dtype, lsm.dtype, loss.dtype])
         scaler.unscale_(opt)
         norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -227,3 +232,7 @@ PROGRAMS = [iterable_pipeline, bucketed_collate, save_resume, checkpoint_dropout
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_eager(program):
     check_program(program, rtol=2e-2 if program is autocast_scaler else 1e-4, atol=2e-3 if program is autocast_scaler else 1e-5)
+
+
+def test_captured_autocast_scaler():
+    check_program(autocast_scaler, capture=True, rtol=2e-2, atol=2e-3)
