@@ -47,17 +47,24 @@ def rare_optimizers(torch, ctx):
         no_decay = [p for n, p in net.named_parameters() if n.endswith("bias")]
         groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0, "lr": 0.005}]
         opt = make(groups)
+        holder = {"opt": opt}
+
+        def step(x, y):
+            holder["opt"].zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            holder["opt"].step()
+            return loss.detach()
+
+        step = ctx.fn(step)
         losses = []
         for i in range(5):
             if i == 3:
                 sd = opt.state_dict()
                 opt = make(groups)
                 opt.load_state_dict(sd)
-            opt.zero_grad()
-            loss = F.mse_loss(net(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+                holder["opt"] = opt
+            losses.append(step(x, y).item())
         st = opt.state_dict()["state"]
         out[name] = [losses, net[0].weight, sorted(st[0].keys()), [st[0][k] for k in sorted(st[0]) if k != "step"]]
     return out
@@ -177,20 +184,25 @@ def sparse_adam_embedding(torch, ctx):
     opt_s = torch.optim.SparseAdam(list(emb.parameters()), lr=0.05)
     opt_d = torch.optim.Adam(head.parameters(), lr=0.05)
     rng = np.random.default_rng(2)
-    out = []
-    for _ in range(3):
-        tok = ctx.t(rng.integers(0, 12, (4, 6)))
-        y = ctx.t(rng.integers(0, 3, 4))
+    def fwd_bwd(tok, y):
         logits = head(emb(tok).mean(1))
         loss = F.cross_entropy(logits, y)
         opt_s.zero_grad()
         opt_d.zero_grad()
         loss.backward()
+        return loss.detach()
+
+    fwd_bwd = ctx.fn(fwd_bwd)
+    out = []
+    for _ in range(3):
+        tok = ctx.t(rng.integers(0, 12, (4, 6)))
+        y = ctx.t(rng.integers(0, 3, 4))
+        loss = fwd_bwd(tok, y)
         g = emb.weight.grad
         out.append([g.is_sparse, g.coalesce().indices(), g.coalesce().values(), g.to_dense()])
         opt_s.step()
         opt_d.step()
-        out.append(loss.detach())
+        out.append(loss)
     return out + [emb.weight, head.weight]
 
 
@@ -214,12 +226,16 @@ def ema_and_update_bn(torch, ctx):
     ys = ctx.t(rng.integers(0, 2, 12))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=4)
     lrs = []
+    def step(xb, yb):
+        opt.zero_grad()
+        F.cross_entropy(net(xb), yb).backward()
+        opt.step()
+        ema.update_parameters(net)
+
+    step = ctx.fn(step)
     for epoch in range(3):
         for xb, yb in loader:
-            opt.zero_grad()
-            F.cross_entropy(net(xb), yb).backward()
-            opt.step()
-            ema.update_parameters(net)
+            step(xb, yb)
         avg.update_parameters(net)
         sched.step()
         lrs.append(round(opt.param_groups[0]["lr"], 10))
@@ -236,3 +252,8 @@ PROGRAMS = [rare_optimizers, lbfgs_wolfe, scheduler_zoo, plateau_resume, sparse_
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_eager(program):
     check_program(program)
+
+
+@pytest.mark.parametrize("program", [rare_optimizers, sparse_adam_embedding, ema_and_update_bn], ids=lambda p: p.__name__)
+def test_captured(program):
+    check_program(program, capture=True)

@@ -95,3 +95,37 @@ def test_deepcopy_of_a_parameter_leaves_its_grad():
         assert copy.deepcopy(m.weight).grad is None
         np.testing.assert_array_equal(copy.deepcopy(w).grad.numpy(), [3.0, 3.0])
         assert m.weight.grad is not None
+
+
+@pytest.mark.filterwarnings("ignore:ember.compile")
+def test_captured_backward_gives_a_sparse_embedding_its_sparse_gradient():
+    """A captured backward through F.embedding(sparse=True) leaves the weight a sparse COO
+    gradient (it was the dense one, so ``.coalesce()`` failed); a gradient accumulated onto
+    the previous call's sparse one is refused by ember.function (it was baked into the graph
+    as a constant) and runs eagerly under ember.compile, as PyTorch's sums."""
+    results = {}
+    for lib in (torch, ember):
+        emb = lib.nn.Embedding(6, 2, sparse=True)
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(np.arange(12, dtype=np.float32).reshape(6, 2)))
+
+        def f(idx, emb=emb):
+            loss = emb(idx).pow(2).sum()
+            loss.backward()
+            return loss.detach()
+
+        fn = ember.function(f) if lib is ember else f
+        out = []
+        for idx in ([1, 3, 1], [2, 3, 0]):
+            emb.weight.grad = None
+            out.append(float(fn(lib.tensor(idx))))
+            g = emb.weight.grad
+            out.append((g.is_sparse, g.coalesce().indices().tolist(), g.to_dense().tolist()))
+        if lib is ember:
+            with pytest.raises(ember.TraceError, match="sparse embedding"):
+                fn(lib.tensor([5, 4, 5]))
+            fn = ember.compile(f)
+        fn(lib.tensor([5, 4, 5]))
+        out.append(emb.weight.grad.to_dense().tolist())
+        results[lib.__name__] = out
+    assert results["ember"] == results["torch"]

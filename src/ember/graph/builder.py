@@ -33,6 +33,7 @@ from .. import _views, dtypes
 from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
+from ..ops.sparse_tensor import SparseTensor
 from ..tensor import GRAD_SLOT, Tensor
 from ..types import TensorType
 from . import scope as _scope
@@ -245,6 +246,16 @@ class GraphBuilder(_reg.Mode):
                     replaced = hook(g)
                     if replaced is not None:
                         g = replaced
+                if isinstance(leaf.grad, SparseTensor):
+                    # a sparse .grad (F.embedding(sparse=True)'s) from an earlier call: adding
+                    # to it here would bake its values into the graph as a constant
+                    raise TraceError(
+                        f"a recorded backward accumulates onto a {type(leaf.grad).__name__} "
+                        "gradient the function did not make (a sparse embedding's .grad "
+                        "left from an earlier call): zero the gradients before backward, "
+                        "inside or outside the function",
+                        op="backward",
+                    )
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
