@@ -58,6 +58,9 @@ class GraphBuilder(_reg.Mode):
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
+        # whether the backward being recorded is differentiated again (a grad with
+        # create_graph): VJPs with a fused first-order path read it (ops/recurrent.py)
+        self.differentiable_backward = False
         self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
         # id(Value) -> the message backward through the value raises when the backward graph
         # runs: calls PyTorch refuses to differentiate (`refuse_gradient`)
@@ -320,8 +323,12 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         start = len(self.graph.nodes)
-        grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
         differentiable = create_graph and _reg.is_grad_enabled()
+        outer, self.differentiable_backward = self.differentiable_backward, differentiable
+        try:
+            grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
+        finally:
+            self.differentiable_backward = outer
         if not differentiable:
             # without create_graph the backward pass records no history, as eagerly (it runs
             # under no_grad there): an AOT backward or a later grad does not differentiate it
