@@ -167,3 +167,38 @@ def test_gradient_penalty_through_lstm_and_gru(captured):
         results[lib.__name__] = [pen.numpy()] + grads
     for got, want in zip(results["ember"], results["torch"]):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_func_grad_of_parameters_and_a_plain_batch_and_strict_tied_call():
+    """torch.func.grad_and_value over (parameters that require grad, a batch that does not)
+    with argnums=(0, 1): each leaf that does not require grad becomes a fresh one (it raised
+    "input 2 does not require grad"); functional_call(strict=True) counts a name tied to a
+    given one as given (it asked for out.weight of a tied embedding)."""
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((4, 3)).astype(np.float32)
+    results = []
+    for lib in (torch, ember):
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 5))
+            lin.bias.fill_(0.1)
+
+        def loss(p, x, lin=lin, lib=lib):
+            return lib.func.functional_call(lin, p, (x,)).pow(2).mean()
+
+        (gp, gx), value = lib.func.grad_and_value(loss, argnums=(0, 1))(
+            dict(lin.named_parameters()), lib.tensor(x0)
+        )
+        emb = lib.nn.Embedding(5, 3)
+        head = lib.nn.Linear(3, 5, bias=False)
+        head.weight = emb.weight
+        tied = lib.nn.Sequential(emb, head)
+        out = lib.func.functional_call(tied, {"0.weight": lib.ones(5, 3)}, (lib.tensor([1, 2]),),
+                                       strict=True)  # fmt: skip
+        with pytest.raises(RuntimeError, match="1.weight"):
+            lib.func.functional_call(tied, {"0.weight": lib.ones(5, 3)}, (lib.tensor([1]),),
+                                     strict=True, tie_weights=False)  # fmt: skip
+        found = [gp["weight"], gp["bias"], gx, value, out]
+        results.append([t.detach().numpy() for t in found])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
