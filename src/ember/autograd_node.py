@@ -227,6 +227,11 @@ class Node:
                 )
 
     def release(self) -> None:
+        # a node that saved nothing has nothing to free and runs again, as PyTorch's nodes
+        # without saved variables do (SubBackward0 of ``w - lr * g``: first-order MAML runs
+        # backward through fast weights whose inner-loop autograd.grad had passed them)
+        if not (self._saved_in or self._saved_out or self._witnesses):
+            return
         self._saved_in = _FREED
         self._witnesses = None
         self._saved_out = _NO_OUTPUTS

@@ -90,7 +90,12 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
         nested = any(leaf.requires_grad for leaf in leaves)
         outer = _autograd.is_grad_enabled()
         with _autograd.enable_grad():
-            fresh = [leaf if nested else leaf.detach().requires_grad_(True) for leaf in leaves]
+            # (a leaf that does not require grad beside ones that do, a batch beside
+            # parameters under argnums=(0, 1), becomes a fresh leaf of its own)
+            fresh = [
+                leaf if nested and leaf.requires_grad else leaf.detach().requires_grad_(True)
+                for leaf in leaves
+            ]
             full, k = list(args), 0
             for n, part in zip(nums, chosen):
                 full[n] = _rebuild(args[n], iter(fresh[k : k + len(part)]))

@@ -453,14 +453,29 @@ class SymDim:
                 return False  # (automatic dynamic shapes: not at the traced call's sizes)
             assumptions.record("equal", self, other)  # (equal for aligned sizes only)
             return True
-        if isinstance(other, int) and not isinstance(other, bool) and other > 1 and _user_caller():
+        if (
+            isinstance(other, int)
+            and not isinstance(other, bool)
+            and (other > 1 or self._may_be_small(other))
+            and _user_caller()
+        ):
             # (the user's ``if x.size(1) == 16``: under automatic dynamic shapes, decided at the
-            # traced call's sizes and kept as a guard; 0 and 1 are never symbolic sizes. ember's
-            # own shape rules keep "never equal": a guard there would mix 16 with the symbol)
+            # traced call's sizes and kept as a guard; 0 and 1 are never an input's symbolic
+            # size, but an expression of one may be either (``n % 2 == 0``, ``n - 2 == 1``).
+            # ember's own shape rules keep "never equal": a guard there would mix 16 with the
+            # symbol)
             decided = assumptions.decide_by_example(self, "==", other)
             if decided is not None:
                 return decided
         return False  # never equal to a concrete size (in particular, never 1)
+
+    def _may_be_small(self, value: int) -> bool:
+        """Whether this expression, not a bare symbol, may be ``value`` (0 or 1) by its
+        bounds: a remainder ``n - 2*(n//2)`` may, a symbol (never 0 or 1) may not."""
+        if value < 0 or self.symbol() is not None:
+            return False
+        lo, hi = _bounds(self._terms)
+        return (_nan(lo) or lo <= value) and (_nan(hi) or value <= hi)
 
     def __ne__(self, other) -> bool:
         return not self.__eq__(other)

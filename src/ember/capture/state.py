@@ -44,7 +44,7 @@ import contextlib
 import types
 from dataclasses import dataclass, field
 
-from ..errors import EmberError
+from ..errors import TraceError
 from ..graph.symbolic_tensor import SymbolicTensor
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
@@ -477,10 +477,14 @@ def check_found(builder, reach: Reachable, where: str) -> None:
     known = {id(opt) for _, opt in reach.optimizers}
     for opt, _ in builder.stepped_optimizers.values():
         if id(opt) not in known:
-            raise EmberError(
+            # (a capture failure: ember.compile runs the call eagerly, as PyTorch's compiled
+            # code steps an optimizer the function makes itself on its first call)
+            raise TraceError(
                 f"{where}: a {type(opt).__name__} stepped inside the traced function, but the "
-                "function does not reach it through its arguments, closure or globals, so "
-                "changes to its state could not be tracked; pass the optimizer as an argument",
+                "function does not reach it through its arguments, closure or globals before "
+                "the call (it was made during the call, or is held where the search does not "
+                "look), so changes to its state could not be tracked; pass the optimizer as an "
+                "argument",
                 op="function",
             )
 

@@ -371,6 +371,9 @@ class WritebackKind(Enum):
     SLOT = "slot"  # set item ``key`` of ``tensor`` (a dict, list, or a closure cell) to it
     STATE = "state"  # optimizer.state[tensor][key] = its output, as a new tensor
     GRAD_NONE = "grad_none"  # set ``tensor.grad`` to None
+    # set ``tensor.grad`` to its output as a sparse COO tensor of its nonzero rows: the
+    # gradient F.embedding(sparse=True) gives a leaf weight eagerly, computed densely in a graph
+    SPARSE_GRAD = "sparse_grad"
     STATE_VALUE = "state_value"  # optimizer.state[tensor][key] = ``value``, a Python value
     # item ``key`` of the ``value`` items a run appends to list ``tensor``: its output, or
     # (APPEND_VALUE) the Python value ``value[1]``
@@ -513,7 +516,8 @@ def plan_writebacks(
         if final is None:
             plan.append(Writeback(WritebackKind.GRAD_NONE, t))
         else:
-            plan.append(Writeback(WritebackKind.GRAD, t))
+            sparse = _sparse_gradient(t, builder)
+            plan.append(Writeback(WritebackKind.SPARSE_GRAD if sparse else WritebackKind.GRAD, t))
             values.append(builder.value_of(final))
     for index, arg in grad_args:
         if arg.grad is not None and arg.grad is not entry_arg_grads.get(index):
@@ -521,6 +525,14 @@ def plan_writebacks(
             values.append(builder.value_of(arg.grad))
     plan.sort(key=lambda w: not w.takes_output)  # output-taking ones first, order kept
     return plan, values
+
+
+def _sparse_gradient(t: Tensor, builder) -> bool:
+    """Whether eagerly ``t``'s gradient would be sparse: F.embedding(sparse=True) looked
+    the leaf up while ``builder`` recorded (its graph computes the dense equivalent)."""
+    from ..functional._embedding_sparse import captured_sparse
+
+    return captured_sparse(t, builder)
 
 
 def _module_tensors(reach) -> set:
@@ -573,6 +585,8 @@ def apply_writebacks(plan: list, results: list, arg_leaves: list, fed: set) -> N
             w.tensor._vc[0] += 1
         elif w.kind is WritebackKind.GRAD:
             w.tensor.grad = Tensor._wrap(next(results))
+        elif w.kind is WritebackKind.SPARSE_GRAD:
+            w.tensor.grad = Tensor._wrap(next(results)).to_sparse(1)
         elif w.kind is WritebackKind.GRAD_NONE:
             w.tensor.grad = None
         elif w.kind is WritebackKind.ARG_GRAD:

@@ -33,6 +33,7 @@ from .. import _views, dtypes
 from ..errors import TraceError, user_location
 from ..ops import _registry as _reg
 from ..ops._util import fit_inplace_result
+from ..ops.sparse_tensor import SparseTensor
 from ..tensor import GRAD_SLOT, Tensor
 from ..types import TensorType
 from . import scope as _scope
@@ -57,6 +58,9 @@ class GraphBuilder(_reg.Mode):
         self.capture_names: dict[int, str] = {}  # id(tensor) -> input name (module parameters)
         self.capture_grads: dict[int, object] = {}  # id(tensor) -> its .grad when captured
         self.no_grad_values: set[int] = set()  # ids of values recorded with grad disabled
+        # whether the backward being recorded is differentiated again (a grad with
+        # create_graph): VJPs with a fused first-order path read it (ops/recurrent.py)
+        self.differentiable_backward = False
         self.value_hooks: dict = {}  # id(Value) -> {key: hook}: register_hook of graph values
         # id(Value) -> the message backward through the value raises when the backward graph
         # runs: calls PyTorch refuses to differentiate (`refuse_gradient`)
@@ -245,6 +249,16 @@ class GraphBuilder(_reg.Mode):
                     replaced = hook(g)
                     if replaced is not None:
                         g = replaced
+                if isinstance(leaf.grad, SparseTensor):
+                    # a sparse .grad (F.embedding(sparse=True)'s) from an earlier call: adding
+                    # to it here would bake its values into the graph as a constant
+                    raise TraceError(
+                        f"a recorded backward accumulates onto a {type(leaf.grad).__name__} "
+                        "gradient the function did not make (a sparse embedding's .grad "
+                        "left from an earlier call): zero the gradients before backward, "
+                        "inside or outside the function",
+                        op="backward",
+                    )
                 if isinstance(leaf.grad, Tensor) and id(leaf.grad) not in self._current:
                     self.grad_of[id(leaf.grad)] = leaf  # fed with the owner's .grad at run time
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
@@ -309,8 +323,12 @@ class GraphBuilder(_reg.Mode):
         wrt = [SymbolicTensor(self.value_of(t), self) for t in inputs]
         outs = [SymbolicTensor(self.value_of(o), self) for o in outputs]
         start = len(self.graph.nodes)
-        grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
         differentiable = create_graph and _reg.is_grad_enabled()
+        outer, self.differentiable_backward = self.differentiable_backward, differentiable
+        try:
+            grads = backward_graph_values(self, outs, wrt, cotangents, self.no_grad_values)
+        finally:
+            self.differentiable_backward = outer
         if not differentiable:
             # without create_graph the backward pass records no history, as eagerly (it runs
             # under no_grad there): an AOT backward or a later grad does not differentiate it

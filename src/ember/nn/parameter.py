@@ -68,9 +68,10 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo: dict) -> Parameter:
         if id(self) in memo:
             return memo[id(self)]
+        # (the gradient stays behind, as PyTorch's Parameter.__deepcopy__ leaves it: a copied
+        # model, an EMA or a twin trained on, starts without the original's .grad, where a
+        # plain tensor's deepcopy keeps it)
         result = Parameter(Tensor(self._data.copy()), requires_grad=self._requires_grad)
-        if self.grad is not None:
-            result.grad = Tensor(self.grad._data.copy())
         memo[id(self)] = result
         own = getattr(self, "__dict__", None)
         if own:  # (the user's attributes, copied as PyTorch copies them)

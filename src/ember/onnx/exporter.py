@@ -318,7 +318,7 @@ def _plan_of(traced, leaves, reach) -> _Plan:
         target_input = None
         if w.kind in (WritebackKind.DATA, WritebackKind.REBIND):
             target_input = by_tensor.get(id(w.tensor))
-        elif w.kind is WritebackKind.GRAD:
+        elif w.kind in (WritebackKind.GRAD, WritebackKind.SPARSE_GRAD):
             target_input = by_grad.get(id(w.tensor))
             extra_names[k] = f"{_tensor_name(reach, w.tensor)}_grad"
         elif w.kind is WritebackKind.STATE:

@@ -17,8 +17,9 @@ Operands (T steps, B rows, H hidden units; gate orders as PyTorch's):
 ``reverse`` runs the steps from last to first (a bidirectional layer's second direction).
 The NumPy kernels below are the specification; kernels/crnn.py is the C implementation (the
 whole time loop of a layer in one C call). Every output is differentiable, the saved ones included,
-so the VJPs are exact whatever the caller reads; the ``*_grad`` ops have no VJP (no second
-derivative through a fused recurrence).
+so the VJPs are exact whatever the caller reads; the ``*_grad`` ops have no VJP: a backward
+that is itself recorded (``create_graph``) runs ops/recurrent_double.py's step-by-step
+composite instead, whose gradient is PyTorch's double backward.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
-from ._registry import Cost, OpDef, apply, register
+from ._registry import Cost, OpDef, apply, current_mode, is_grad_enabled, register
 from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
+from .recurrent_double import gru_backward, lstm_backward, recurrence_length
 
 
 @functools.cache
@@ -198,9 +200,19 @@ def recurrent_c_step(cell, weight: int):
     return c_step
 
 
+def _recorded_backward() -> bool:
+    """Whether this VJP's ops are recorded to be differentiated again (eagerly: grad mode on
+    inside backward, create_graph=True; in a graph: the builder's grad with create_graph),
+    so it must be the differentiable composite rather than the fused ``*_grad`` op."""
+    flag = getattr(current_mode(), "differentiable_backward", None)
+    return is_grad_enabled() if flag is None else flag
+
+
 def _lstm_vjp(ctx, gy, ghn, gcn, gcs, gacts):
     xg, h0, c0, w_hh = ctx.inputs
     y, _, _, cs, acts = ctx.outputs
+    if _recorded_backward() and recurrence_length(y):
+        return lstm_backward(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, **ctx.attrs)
     dxg, dh0, dc0, dw = apply(
         LSTM_LAYER_GRAD, gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, **ctx.attrs
     )
@@ -463,6 +475,8 @@ def _gru_fast(xg, h0, w_hh, b_hh, *, reverse, packs=None):
 def _gru_vjp(ctx, gy, ghn, gacts):
     _, h0, w_hh, _ = ctx.inputs
     y, _, acts = ctx.outputs
+    if _recorded_backward() and recurrence_length(y):
+        return gru_backward(gy, ghn, gacts, y, acts, h0, w_hh, **ctx.attrs)
     dxg, dh0, dw, db = apply(GRU_LAYER_GRAD, gy, ghn, gacts, y, acts, h0, w_hh, **ctx.attrs)
     return dxg, dh0, dw, db
 

@@ -33,10 +33,6 @@ def call_with_tensors(module, parameter_and_buffer_dicts, args=None, kwargs=None
             f"{module.__class__.__name__} has no parameter or buffer {unknown}",
             op=op,
         )
-    if strict:
-        missing = sorted(set(slots) - set(given))
-        if missing:
-            raise EmberError(f"strict: no tensor given for {missing}", op=op)
     replace = dict(given)
     if tie_weights:  # every place that holds the same tensor takes the new one
         for name, value in given.items():
@@ -44,6 +40,10 @@ def call_with_tensors(module, parameter_and_buffer_dicts, args=None, kwargs=None
             for other, (_, _, held) in slots.items():
                 if held is original and other not in given:
                     replace[other] = value
+    if strict:  # (a name tied to a given one is given, as PyTorch's tie_weights counts it)
+        missing = sorted(set(slots) - set(replace))
+        if missing:
+            raise EmberError(f"strict: no tensor given for {missing}", op=op)
     saved = []
     try:
         for name, value in replace.items():
