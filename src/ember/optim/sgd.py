@@ -109,4 +109,7 @@ class SGD(Optimizer):
                     else:
                         buf.add_(g)
                 g = add_scaled(g, buf, momentum) if nesterov else buf
-            add_scaled(p, g, -lr, inplace=True)
+            if isinstance(lr, float):
+                add_scaled(p, g, -lr, inplace=True)
+            else:  # (a recorded step's lr, a graph input: multiplied first, as before)
+                p.sub_(g * as_operand(lr, p))
