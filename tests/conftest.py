@@ -121,11 +121,14 @@ def _checked_call(counts: dict, key) -> bool:
 
 
 def _draws_random_numbers(graph) -> bool:
-    # a cond branch or loop body (a graph-valued attribute) may draw too
+    # a cond branch or loop body (a graph-valued attribute) may draw too; a graph that prints
+    # (ops/host_print.py: its effect's "print" channel) is run once per call as well, so
+    # what it prints is the program's
     return any(
         n.kind == "call"
         and (
             n.op.kind == "random"
+            or (n.op.effect is not None and n.op.effect.ordered == "print")
             or any(isinstance(a, Graph) and _draws_random_numbers(a) for a in n.attrs.values())
         )
         for n in graph.nodes

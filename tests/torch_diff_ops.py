@@ -488,12 +488,17 @@ def gather_scatter(c: Ctx):
     )
     if n == 0:
         raise Ctx.Skip
+    # the index's dtype: mostly int64, else one PyTorch takes or refuses per op (int32 by
+    # gather/scatter/index_select/index_add, none of the others: ops/_index_dtypes.py); drawn
+    # from the numpy generator, so the Python one's draws (other seeds' programs) stay as they
+    # were
+    idt = str(g.choice(["int64"] * 5 + ["int32", "int16", "uint8", "uint16", "uint32", "uint64"]))
     if kind == "index_select":
         idx = g.integers(0, n, size=(c.rng.randint(0, 4),))
         return Call(
-            f"index_select({p[2]}, {d}, {idx.tolist()})",
+            f"index_select({p[2]}, {d}, {idx.tolist()}:{idt})",
             [p],
-            lambda T, x: T.index_select(x, d, T.tensor(idx)),
+            lambda T, x: T.index_select(x, d, T.tensor(idx, dtype=getattr(T, idt))),
         )
     if kind == "take":
         if not t.numel():
@@ -508,34 +513,38 @@ def gather_scatter(c: Ctx):
     idx = g.integers(0, n, size=tuple(shape))
     if kind == "gather":
         return Call(
-            f"gather({p[2]}, {d}, {idx.tolist()})", [p], lambda T, x: T.gather(x, d, T.tensor(idx))
+            f"gather({p[2]}, {d}, {idx.tolist()}:{idt})",
+            [p],
+            lambda T, x: T.gather(x, d, T.tensor(idx, dtype=getattr(T, idt))),
         )
     if kind == "take_along_dim":
         return Call(
-            f"take_along_dim({p[2]}, {idx.tolist()}, {d})",
+            f"take_along_dim({p[2]}, {idx.tolist()}:{idt}, {d})",
             [p],
-            lambda T, x: T.take_along_dim(x, T.tensor(idx), d),
+            lambda T, x: T.take_along_dim(x, T.tensor(idx, dtype=getattr(T, idt)), d),
         )
     src = g.standard_normal(tuple(shape))
     if kind == "index_add":
         idx1 = g.integers(0, n, size=(t.shape[d],))
         return Call(
-            f"index_add({p[2]}, {d}, {idx1.tolist()}, x)",
+            f"index_add({p[2]}, {d}, {idx1.tolist()}:{idt}, x)",
             [p],
-            lambda T, x: x.index_add(d, T.tensor(idx1), x * 2),
+            lambda T, x: x.index_add(d, T.tensor(idx1, dtype=getattr(T, idt)), x * 2),
         )
     if kind == "scatter":
         return Call(
-            f"scatter({p[2]}, {d}, idx, 1.5)", [p], lambda T, x: T.scatter(x, d, T.tensor(idx), 1.5)
+            f"scatter({p[2]}, {d}, idx:{idt}, 1.5)",
+            [p],
+            lambda T, x: T.scatter(x, d, T.tensor(idx, dtype=getattr(T, idt)), 1.5),
         )
 
     def sadd(T, x):
         s = T.tensor(src).to(x.dtype)
         if x.requires_grad:
             s = s.requires_grad_() * 1
-        return x.scatter_add(d, T.tensor(idx), s)
+        return x.scatter_add(d, T.tensor(idx, dtype=getattr(T, idt)), s)
 
-    return Call(f"scatter_add({p[2]}, {d}, {idx.tolist()}, src)", [p], sadd)
+    return Call(f"scatter_add({p[2]}, {d}, {idx.tolist()}:{idt}, src)", [p], sadd)
 
 
 @op(weight=2)

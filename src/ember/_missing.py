@@ -56,6 +56,8 @@ TORCH_ONLY: dict[str, dict[str, str | None]] = {
     "ember.optim": {},
     "Tensor": {
         "record_stream": _NO_GPU,
+        "chalf": "x.cfloat() (complex64): ember has no complex32, PyTorch's half-precision "
+        "complex dtype, whose CPU kernels are few (dtypes.py)",
         "to_sparse_csc": _SPARSE_COO,
     },
 }

@@ -13,6 +13,7 @@ import math
 from . import dtypes as dt
 from .ops import api as E
 from .ops import extra_math as _m
+from .ops import math_binary as _binary_math
 from .ops import special_functions as _sf
 from .ops._registry import apply
 from .ops._torch_keywords import with_out as _with_out
@@ -139,7 +140,7 @@ def xlogy(input, other):
 
 def xlog1py(input, other):
     """``x * log1p(y)``, 0 where x is 0 (unless y is NaN)."""
-    return _m.xlog1py(input, other)
+    return _binary_math.xlog1py(input, other)
 
 
 def logsumexp(input, dim, keepdim: bool = False):
@@ -159,10 +160,7 @@ def log_softmax(input, dim: int, *, dtype=None):
 
 def entr(input):
     """The elementwise entropy ``-x log x``: 0 at 0, -inf for x < 0."""
-    x = _float(input)
-    positive = x > 0
-    value = -x * E.log(E.where(positive, x, 1.0))
-    return E.where(positive, value, E.where(x == 0, 0.0, E.where(x < 0, float("-inf"), x)))
+    return apply(_m.ENTR, _float(input))
 
 
 def sinc(input):

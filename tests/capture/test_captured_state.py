@@ -543,7 +543,9 @@ def test_an_optimizer_wrapped_by_another_is_found_and_stepped_as_eagerly():
 
         f = ember.function(step) if capture else step
         runs.append([f(x).item() for _ in range(3)] + lin.weight.detach().numpy().ravel().tolist())
-    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-6)
+    # (eager SGD rounds p - lr * g once, PyTorch's fused add(alpha=); a recorded step, its lr
+    # a graph input, multiplies first: a few float32 ulps apart after three momentum steps)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
 
 
 def test_values_a_captured_call_appends_to_a_list_are_appended_by_each_call():

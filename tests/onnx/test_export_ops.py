@@ -38,6 +38,7 @@ _EAGER_CDIST = "cdist's eager ops: a captured cdist keeps the composite, which e
 _COMPLEX = "complex values: no ONNX form over real and imaginary pairs (refused by name)"
 NO_ONNX = {
     "check": "ONNX has no operator that raises: dropping the check would export another program",
+    "host_print": "ONNX has no operator that prints: dropping it would export another program",
     "linspace": "a symbolic count's values rounded as PyTorch's (one fused multiply-add each) "
     "that ONNX's Range and Mul would round twice (a concrete count exports as a constant)",
     "eig": _COMPLEX,

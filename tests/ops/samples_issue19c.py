@@ -60,6 +60,24 @@ SAMPLES += [
         torch_fn=lambda t: _torch().special.log_ndtr(t),
     ),
     Sample(
+        "logit",
+        lambda t: ember.logit(t),
+        (r.uniform(0.05, 0.95, (3, 4)),),
+        torch_fn=lambda t: _torch().logit(t),
+    ),
+    Sample(
+        "logit/eps",
+        lambda t: ember.logit(t, 0.1),
+        (r.uniform(0.15, 0.85, (3, 4)),),
+        torch_fn=lambda t: _torch().logit(t, 0.1),
+    ),
+    Sample(
+        "entr",
+        lambda t: ember.special.entr(t),
+        (POS,),
+        torch_fn=lambda t: _torch().special.entr(t),
+    ),
+    Sample(
         "polygamma",
         lambda t: ember.polygamma(1, t),
         (POS,),

@@ -70,6 +70,7 @@ from ..tensor import Tensor
 from .automatic_dynamic import AutomaticDynamic
 from .function import Function
 from .function import reset_all as function_reset_all
+from .prints import prints_recorded
 from .signature import TensorSpec
 from .trace import python_draws_refused
 
@@ -177,7 +178,9 @@ class _Compiled:
         try:
             # (a draw from Python's or NumPy's generators fails the capture: eagerly, each
             # call draws anew, as PyTorch's compiled code does)
-            with python_draws_refused(), seeding_refused():
+            # (a print while tracing is recorded into the graph, so it prints on each call,
+            # as PyTorch's graph break at print does: capture/prints.py)
+            with python_draws_refused(), seeding_refused(), prints_recorded():
                 if self.automatic is not None:
                     return self.automatic(args, kwargs)
                 return self.function(*args, **kwargs)

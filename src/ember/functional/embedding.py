@@ -28,9 +28,11 @@ from ._embedding_sparse import EmbeddingSparse, note_captured
 
 def _indices(input):
     idx = to_tensor(input)
-    if not idx.dtype.is_integer:
+    if idx.dtype.name not in ("int64", "int32"):  # (PyTorch's embedding takes these two)
         raise DTypeError(
-            f"indices must be an integer tensor, got {idx.dtype}; convert them with .long()",
+            "Expected tensor for argument #1 'indices' to have one of the following scalar "
+            f"types: Long, Int; but got {idx.dtype} instead (while checking arguments for "
+            "embedding); convert them with .long()",
             op="embedding",
         )
     return idx

@@ -6,7 +6,8 @@ and the group's hyper-parameters as Python floats, and update the parameters and
 in place. The arithmetic is the eager update's (optim/adam.py, optim/sgd.py: PyTorch's
 single-tensor formulas) operation for operation, each hyper-parameter rounded to the arrays'
 dtype as the eager ops round a Python scalar, compiled with ``-ffp-contract=off``: the result
-equals the per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded; nothing else here
+equals the per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded, ``FMA`` the
+compiler's fused multiply-add, rounded once, as ops/add_alpha.py's kernel; nothing else here
 calls the math library).
 
 Work is split in chunks of the parameters' concatenated elements, shared over ember's pool when
@@ -73,10 +74,11 @@ INLINE void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *rest
     T pi = p[i];
     if (decayed) {
       if (decoupled) pi = pi * lr_wd;
-      else gi = gi + pi * wd;
+      else gi = FMA(pi, wd, gi);
     }
+    /* PyTorch's lerp_: fma(w, g - m, m), or fma(w - 1, g - m, g) (w1_far: w - 1) */
     T mi = m[i];
-    mi = near_start ? mi + (gi - mi) * w1 : gi - (gi - mi) * w1_far;
+    mi = near_start ? FMA(gi - mi, w1, mi) : FMA(gi - mi, w1_far, gi);
     T vi = v[i] * beta2;
     vi = vi + gi * omb2 * gi;
     T second = vi;
@@ -141,18 +143,19 @@ INLINE void sgd_span(T *restrict p, const T *restrict g, T *restrict buf, long a
   for (long i = a; i < b; i++) {
     T gi = maximize ? -g[i] : g[i];
     T pi = p[i];
-    if (decayed) gi = gi + pi * wd;
+    /* PyTorch's add(alpha=): one fused multiply-add each (optim/sgd.py) */
+    if (decayed) gi = FMA(pi, wd, gi);
     if (use_momentum) {
       T bi;
       if (fresh) bi = gi;
       else {
         bi = buf[i] * mom;
-        bi = bi + (damped ? gi * damp : gi);
+        bi = damped ? FMA(gi, damp, bi) : bi + gi;
       }
       buf[i] = bi;
-      gi = nesterov ? gi + bi * mom : bi;
+      gi = nesterov ? FMA(bi, mom, gi) : bi;
     }
-    p[i] = pi - gi * lr;
+    p[i] = FMA(gi, -lr, pi);
   }
 }
 
@@ -188,7 +191,10 @@ int ember_sgd(long count, T **p, T **g, T **buf, const int *fresh, const long *s
 }
 """
 
-_TYPES = {np.dtype(np.float32): ("float", "sqrtf"), np.dtype(np.float64): ("double", "sqrt")}
+_TYPES = {
+    np.dtype(np.float32): ("float", "sqrtf", "__builtin_fmaf"),
+    np.dtype(np.float64): ("double", "sqrt", "__builtin_fma"),
+}
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
@@ -205,8 +211,8 @@ def _functions(dtype: np.dtype):
 
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
-    c_type, sqrt = _TYPES[dtype]
-    source = f"#define T {c_type}\n#define SQRT {sqrt}\n" + _SOURCE
+    c_type, sqrt, fma = _TYPES[dtype]
+    source = f"#define T {c_type}\n#define SQRT {sqrt}\n#define FMA {fma}\n" + _SOURCE
     try:
         found = {
             name: ccompile.load(source, name, args, flags=_FLAGS + ("-lm",))

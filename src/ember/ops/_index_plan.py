@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentError, ArgumentTypeError, IndexTypeError, ShapeError
 from ..symbolic import SymDim
+from ._index_dtypes import advanced_index_kind
 from ._registry import TensorBase
 from ._util import broadcast_shapes, fmt_shape, size_from_values
 
@@ -119,15 +121,22 @@ def _classify(op: str, item):
     if item is None or item is Ellipsis or isinstance(item, slice):
         return item
     if isinstance(item, TensorBase):
-        if item.dtype is dt.bool_:
-            return ("mask", item)
-        if item.dtype.is_integer:
-            return ("tensor", item)
-        raise IndexTypeError(
-            f"tensors used as indices must be integer or bool, got {item.dtype}; "
-            "convert with .long()",
-            op=op,
-        )
+        if item.dtype.is_floating_point or item.dtype.is_complex:
+            raise IndexTypeError(
+                f"tensors used as indices must be integer or bool, got {item.dtype}; "
+                "convert with .long()",
+                op=op,
+            )
+        kind = advanced_index_kind(op, item.dtype)
+        if kind == "byte_mask":  # (PyTorch's deprecated uint8 mask: a bool mask, with its warning)
+            warnings.warn(
+                "indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                "torch.bool instead.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return ("mask", item != 0)
+        return (kind, item)
     if isinstance(item, (bool, np.bool_)):
         return ("mask", _as_index_tensor(op, item))
     if isinstance(item, (int, np.integer)):

@@ -19,6 +19,7 @@ from ..errors import ArgumentTypeError, AxisError, DTypeError, ShapeError, Unsup
 from ..types import TensorType
 from . import _batching
 from . import api as E
+from ._index_dtypes import check_index_dtype
 from ._index_plan import FULL, IndexOutOfRangeError
 from ._node_names import rename_node, renames
 from ._overlap import ANY as OVERLAP_ANY
@@ -62,8 +63,8 @@ def _celements():
 
 def _check_index(op, index, others, axis):
     """index has the rank of the others and is no larger outside ``axis`` (``others``: (name,
-    type, also_along_axis) triples)."""
-    require_int(op, "index", index)
+    type, also_along_axis) triples), of a dtype PyTorch's op takes (ops/_index_dtypes.py)."""
+    check_index_dtype(op, index)
     for name, t, along_axis in others:
         if t.ndim != index.ndim:
             raise ShapeError(
@@ -406,6 +407,7 @@ def _scattered(op, x, index, src, axis):
     if _empty(index):
         require_int(op.name, "index", index)
         return E.clone(x)
+    check_index_dtype(op.name, index)  # (before the kernels' own dtype refusals, as PyTorch)
     x1, index1, src1 = _as_vectors(x, index, src)
     out = apply(op, x1, index1, src1, axis=axis)
     return out if x1 is x else E.reshape(out, ())
@@ -444,7 +446,7 @@ def index_select(x, dim: int, index):
 
     x = to_tensor(x)
     index = _index_arg(index)
-    require_int("index_select", "index", index)
+    check_index_dtype("index_select", index)
     if index.ndim > 1:
         raise ShapeError(
             f"index must be 1-D, got shape {fmt_shape(index.shape)}", op="index_select"
@@ -464,6 +466,7 @@ def take_along_dim(x, indices, dim: int | None = None):
     dimensions. With ``dim=None`` both are flattened first."""
     x = to_tensor(x)
     indices = _index_arg(indices)
+    check_index_dtype("take_along_dim", indices)
     if dim is None:
         return gather(E.reshape(x, (-1,)), 0, E.reshape(indices, (-1,)))
     if x.ndim != indices.ndim:
@@ -549,7 +552,7 @@ def index_add(x, dim: int, index, source, *, alpha=1):
 
     x = to_tensor(x)
     index = _index_arg(index)
-    require_int("index_add", "index", index)
+    check_index_dtype("index_add", index)
     require_source_dtype("index_add", x, source)
     source = to_tensor(source, x.dtype)
     if index.ndim > 1:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import api as E
+from ._index_dtypes import check_index_dtype
 from ._registry import export
 from ._util import normalize_axis, refuse_complex
 from .promotion import to_tensor
@@ -26,11 +27,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
         raise ArgumentError(
             f"index_reduce: reduce argument must be either prod, mean, amax or amin, got {reduce!r}"
         )
-    if index.dtype not in (dt.int32, dt.int64):
-        raise DTypeError(
-            f"index_reduce: index must be an int32 or int64 tensor, got {index.dtype}",
-            op="index_reduce",
-        )
+    check_index_dtype("index_reduce", index)
     if index.ndim > 1:
         raise ShapeError("index_reduce: index must be a vector", op="index_reduce")
     if src.dtype != x.dtype:

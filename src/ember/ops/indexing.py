@@ -479,7 +479,7 @@ def getitem(x, index):
     entries = parse_basic("getitem", shape, index)
     if entries is not None:  # ints, slices, None and Ellipsis only: one view
         return apply(GETITEM, x, index=entries)
-    if isinstance(index, TensorBase) and index.dtype.is_integer:  # x[idx]: one gather
+    if isinstance(index, TensorBase) and index.dtype.name in ("int64", "int32"):  # one gather
         return apply(_INDEX, x, index, spec=(("tensor",),))
     entries, operands = parse_index("getitem", shape, index)
     return _index_entries(x, entries, operands)

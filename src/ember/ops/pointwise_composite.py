@@ -163,6 +163,17 @@ for _fn in (addcmul, addcdiv):
     export(_fn, method=True, inplace=True)
 
 
+def lerp_fused(a, b, w: float):
+    """PyTorch's CPU lerp with a number weight on floating tensors (its vectorized
+    ``lerp_vec``): one fused multiply-add, ``fma(w, b - a, a)`` for ``|w| < 0.5``, else
+    ``fma(w - 1, b - a, b)``, ``w - 1`` computed in the tensors' dtype; add(alpha=)'s single
+    rounding (ops/add_alpha.py)."""
+    if abs(w) < 0.5:
+        return E.add(a, b - a, alpha=w)
+    weight = np.asarray(w, dtype=a.dtype.np)
+    return E.add(b, b - a, alpha=float(weight - weight.dtype.type(1)))
+
+
 def lerp(input, end, weight):
     """Linear interpolation ``input + weight * (end - input)``, computed as PyTorch does: for
     ``|weight| >= 0.5`` as ``end - (end - input) * (1 - weight)``, so weight 1 gives ``end``
@@ -180,10 +191,13 @@ def lerp(input, end, weight):
     if not isinstance(weight, TensorBase):
         # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
         w = complex(weight) if input.dtype.is_complex else float(weight)
-        if abs(w) < 0.5:
-            out = _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
+        if input.dtype.is_complex:
+            if abs(w) < 0.5:
+                out = _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
+            else:
+                out = _in_float(input.dtype, lambda a, b: b - (b - a) * (1 - w), input, end)
         else:
-            out = _in_float(input.dtype, lambda a, b: b - (b - a) * (1 - w), input, end)
+            out = _in_float(input.dtype, lambda a, b: lerp_fused(a, b, w), input, end)
         return rename_node(out, "LerpBackward0")
     if weight.dtype is not input.dtype:
         if weight.ndim:

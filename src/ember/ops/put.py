@@ -5,9 +5,9 @@ composite over `index_put` on the flattened tensor, so its gradients (to ``input
 
 from __future__ import annotations
 
-from .. import dtypes as dt
-from ..errors import AxisError, DTypeError, IndexTypeError
+from ..errors import AxisError, DTypeError
 from . import api as E
+from ._index_dtypes import check_index_dtype
 from ._registry import building_graph, export
 from ._util import numel
 from .index_put import index_put
@@ -20,10 +20,7 @@ def put(input, index, source, accumulate: bool = False):
     ``index`` (int64, negative counting from the end) set to ``source``'s (as many elements as
     ``index``, of ``input``'s dtype); summed into them with ``accumulate=True``."""
     x, index, source = to_tensor(input), to_tensor(index), to_tensor(source)
-    if index.dtype is not dt.int64:
-        raise IndexTypeError(
-            f"put_(): Expected a long tensor for index, but got {index.dtype}", op="put"
-        )
+    check_index_dtype("put", index)
     if source.dtype is not x.dtype:
         raise DTypeError(
             "put_(): self and source expected to have the same dtype, but got self.dtype = "

@@ -26,6 +26,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from . import _onnx
 from . import api as E
 from ._autocast import Autocast, autocasts
+from ._index_dtypes import check_index_dtype
 from ._index_plan import IndexOutOfRangeError
 from ._limited import refuse_limited
 from ._overlap import ANY as OVERLAP_ANY
@@ -39,7 +40,6 @@ from ._util import (
     normalize_axis,
     numel,
     refuse_complex,
-    require_int,
     require_source_dtype,
     same_type,
 )
@@ -290,6 +290,7 @@ def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool =
             f"scatter_reduce: reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}"
         )
     index = _index_arg(index)
+    check_index_dtype("scatter_reduce", index)
     src = to_tensor(src)
     if src.dtype is not x.dtype:
         raise DTypeError(
@@ -307,7 +308,7 @@ def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool =
 def _slice_index(op, x, dim, index):
     """(axis, 1-D int64 index) for the slice ops; a 0-d index is one slice."""
     index = _index_arg(index)
-    require_int(op, "index", index)
+    check_index_dtype(op, index)
     if index.ndim > 1:
         raise ShapeError(f"index must be 0-D or 1-D, got shape {fmt_shape(index.shape)}", op=op)
     if index.ndim == 0:

@@ -18,6 +18,7 @@ from ..symbolic import SymDim
 from ..types import TensorType
 from . import api as E
 from . import qtensor
+from ._index_dtypes import check_index_dtype
 from ._limited import refuse_limited
 from ._node_names import rename_node, renames
 from ._overlap import ANY as OVERLAP_ANY
@@ -98,8 +99,9 @@ def masked_select(x, mask):
 @renames("TakeBackward0")
 def take(x, index):
     """Elements of ``x`` viewed as 1-D at the integer ``index`` (the result has index's shape)."""
-    x = to_tensor(x)
-    return getitem(E.reshape(x, (-1,)), to_tensor(index))
+    x, index = to_tensor(x), to_tensor(index)
+    check_index_dtype("take", index)
+    return getitem(E.reshape(x, (-1,)), index)
 
 
 take.out_overlap_refused = OVERLAP_ANY  # (PyTorch's out= of an indexed read: ops/_overlap.py)

@@ -28,7 +28,7 @@ from . import api as E
 from ._registry import REGISTRY, OpDef, apply, export, register
 from ._util import broadcast_shapes, elementwise_cost
 from .elementwise import _unary
-from .extra_math import _scipy, _special
+from .extra_math import _scipy, _special, not_tiny, tiny_safe
 from .promotion import promote, to_tensor
 
 __all__ = ["POLYNOMIALS", "UNDIFFERENTIATED"]
@@ -62,14 +62,14 @@ I1E = _unary(
     "special_i1e",
     _scipy("i1e"),
     # d/dx exp(-|x|) I1(x) = I0e(x) - I1e(x) (sign(x) + 1/x), 1/2 at 0
+    # (PyTorch's i1e_backward: 1/2 wherever |x| is not above the dtype's epsilon, NaN too)
     lambda c, g: (
         g
         * E.where(
-            c.inputs[0] == 0,
-            0.5,
+            not_tiny(c.inputs[0]),
             apply(I0E, c.inputs[0])
-            - c.outputs[0]
-            * (E.sign(c.inputs[0]) + 1 / E.where(c.inputs[0] == 0, 1.0, c.inputs[0])),
+            - c.outputs[0] * (E.sign(c.inputs[0]) + 1 / tiny_safe(c.inputs[0])),
+            0.5,
         ),
     ),
     method=False,
@@ -249,10 +249,51 @@ def _scipy2(name: str):
         f = getattr(_special(), name)
         with np.errstate(all="ignore"):
             if a.dtype in (dt.float16.np, dt.bfloat16.np):
-                return f(a.astype(np.float32), x.astype(np.float32)).astype(a.dtype)
-            return np.asarray(f(a, x)).astype(a.dtype, copy=False)
+                wide = f(a.astype(np.float32), x.astype(np.float32))
+                return _TORCH_EDGES[name](a, x, wide).astype(a.dtype)
+            return np.asarray(_TORCH_EDGES[name](a, x, f(a, x))).astype(a.dtype, copy=False)
 
     return kernel
+
+
+def _igamma_edges(lower: bool):
+    """PyTorch's calc_igamma / calc_igammac special cases, in its order (ATen's Math.h): its
+    comparisons with a NaN operand are false, so P(nan, 0) is 0 and P(inf, nan) 0 there, where
+    SciPy gives NaN."""
+
+    def edges(a, x, out):
+        low, high = (0.0, 1.0) if lower else (1.0, 0.0)
+        nan = np.nan
+        rules = [
+            ((x < 0) | (a < 0), nan),
+            ((a == 0) & (x > 0), high),
+            (a == 0, nan),
+            (x == 0, low),
+            (np.isinf(a) & np.isinf(x), nan),
+            (np.isinf(a), low),
+            (np.isinf(x), high),
+        ]
+        result = np.asarray(out).copy()
+        decided = np.zeros(result.shape, dtype=bool)
+        for where, value in rules:
+            now = np.broadcast_to(where, result.shape) & ~decided
+            result[now] = value
+            decided |= now
+        return result
+
+    return edges
+
+
+def _zeta_edges(x, q, out):
+    # (PyTorch's series gives NaN at q = +inf, where the function's limit, SciPy's, is 0)
+    return np.where(np.isposinf(q) & (x > 1), np.nan, out)
+
+
+_TORCH_EDGES = {
+    "gammainc": _igamma_edges(True),
+    "gammaincc": _igamma_edges(False),
+    "zeta": _zeta_edges,
+}
 
 
 def _gamma_density(a, x):

@@ -8,7 +8,9 @@ tensor (where the window lies within its own elements and it is contiguous) or o
 memory): a strided NumPy view of the same memory eagerly, so writes through it reach the
 tensor and writes into the tensor are seen through it (ember/_views.py follows the histories,
 as for any view), and an element gather of the row-major values in a graph. Its gradient adds
-each element's share back where it came from, overlapping windows summed, as PyTorch's does.
+each element's share back where it came from, overlapping windows summed, as PyTorch's does;
+read from the root, it reaches the tensor's own elements only (the op's ``within``), as
+PyTorch's as_strided_backward drops the window's elements outside its input's.
 A window reaching outside the root's elements, or a root that is itself not row-major (a
 transposed array handed over by NumPy), is refused, naming the fix."""
 
@@ -35,7 +37,7 @@ def _positions(size, stride, offset) -> np.ndarray:
     return index
 
 
-def _infer(x, *, size, stride, offset):
+def _infer(x, *, size, stride, offset, within=None):
     return TensorType(tuple(size), x.dtype)
 
 
@@ -58,7 +60,7 @@ def _window(flat, size, stride, offset):
     )  # fmt: skip
 
 
-def _kernel(x, *, size, stride, offset):
+def _kernel(x, *, size, stride, offset, within=None):
     """The window over ``x``'s row-major elements: a view of a C-contiguous ``x`` (the
     eager case: the memory shared), else of a row-major copy (a graph value's layout)."""
     flat = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
@@ -68,7 +70,7 @@ def _kernel(x, *, size, stride, offset):
     return out
 
 
-def _as_view(x, *, size, stride, offset):
+def _as_view(x, *, size, stride, offset, within=None):
     """The window as a view of ``x`` (ember/_views.py's positions), ValueError where the
     kernel would copy."""
     if not x.flags.c_contiguous:
@@ -81,6 +83,13 @@ def _vjp(c, g):
     n = int(np.prod(x.shape, dtype=np.int64))
     where = _positions(c.attrs["size"], c.attrs["stride"], c.attrs["offset"]).reshape(-1)
     flat = E.index_add(E.zeros((n,), dtype=g.dtype), 0, constant(where), E.reshape(g, (-1,)))
+    within = c.attrs.get("within")
+    if within is not None:
+        # PyTorch's as_strided_backward: the gradient reaches the input's own elements only,
+        # a window's elements outside them (before or after a slice) get none
+        keep = np.zeros(n, dtype=bool)
+        keep[_positions(*within).reshape(-1)] = True
+        flat = E.where(constant(keep), flat, E.zeros((), dtype=g.dtype))
     return (E.reshape(flat, tuple(x.shape)),)
 
 
@@ -109,7 +118,9 @@ AS_STRIDED_VIEW = register(
         onnx=_onnx_rule,
         grad_fn="AsStridedBackward0",
         doc="as_strided_view(x; size, stride, offset): the window of x's row-major elements at "
-        "offset + sum(i_k * stride_k) (a view where x is contiguous)",
+        "offset + sum(i_k * stride_k) (a view where x is contiguous); ``within``: the "
+        "(size, stride, offset) of the elements the gradient reaches, where the user's tensor "
+        "is a view of x (the window read from its root), else None: all of x's",
     )
 )
 
@@ -173,5 +184,10 @@ def as_strided(input, size, stride, storage_offset=None):
                 f"{start} reach elements {start}..{reach}, out of bounds for the storage's "
                 f"elements {first}..{first + _numel(root) - 1}",
                 op="as_strided",
+            )
+        if source is not x:  # (the gradient reaches x's own elements only, as PyTorch's)
+            within = (tuple(int(d) for d in x.shape), tuple(x.stride()), own - first)
+            return apply(
+                AS_STRIDED_VIEW, source, size=size, stride=stride, offset=offset, within=within
             )
     return apply(AS_STRIDED_VIEW, source, size=size, stride=stride, offset=offset)

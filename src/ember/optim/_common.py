@@ -86,6 +86,16 @@ def check_betas(op: str, group: dict[str, Any]) -> None:
     check_number(op, "betas[1]", betas[1], high=1.0)
 
 
+def add_scaled(target: Tensor, other: Tensor, alpha, *, inplace: bool = False) -> Tensor:
+    """``target + alpha * other`` as PyTorch's ``add(other, alpha=alpha)``: eagerly (``alpha`` a
+    Python float, floating tensors) one fused multiply-add rounded once (ops/add_alpha.py), as
+    ATen's CPU kernel computes it; a symbolic ``alpha`` (a recorded step) multiplies first."""
+    if isinstance(alpha, float) and target.dtype.is_floating_point:
+        return target.add_(other, alpha=alpha) if inplace else target.add(other, alpha=alpha)
+    scaled = other * as_operand(alpha, target)
+    return target.add_(scaled) if inplace else target + scaled
+
+
 def addcmul_(target: Tensor, t1: Tensor, t2: Tensor, value) -> Tensor:
     """``target += value * t1 * t2`` in place (``Tensor.addcmul_(t1, t2, value=value)``)."""
     return target.add_(t1 * as_operand(value, target) * t2)

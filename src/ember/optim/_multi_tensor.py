@@ -120,6 +120,7 @@ def adam_step(
         step_sizes.append(lr / (1 - beta1**step))
         bc2.append((1 - beta2**step) ** 0.5)
     weight = 1 - beta1
+    dtype = params[0]._data.dtype
     weight_decay = hyper["weight_decay"] if decayed else 0.0
     done = coptim.adam(
         [p._data for p in params],
@@ -132,7 +133,8 @@ def adam_step(
         lr_wd=1 - lr * weight_decay,
         weight_decay=weight_decay,
         w1=weight,
-        w1_far=1 - weight,
+        # (lerp's w - 1, in the parameters' dtype as PyTorch's kernel computes it)
+        w1_far=float(np.asarray(weight, dtype) - dtype.type(1)),
         beta2=beta2,
         one_minus_beta2=1 - beta2,
         eps=hyper["eps"],

@@ -11,7 +11,12 @@ The update is PyTorch's single-tensor, non-capturable ``torch.optim.Adam`` step:
     v_max = maximum(v_max, v)                      (amsgrad; v_max replaces v below)
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
-The bias corrections are computed in Python floats (double precision) from the step count, as
+``g + weight_decay * p`` is PyTorch's ``add(alpha=)`` and the lerp its ``lerp_`` kernel, each one
+fused multiply-add rounded once (optim/_common.py `add_scaled`, ops/pointwise_composite.py
+`lerp_fused`). PyTorch's float32 ``sqrt`` on x86 is not correctly rounded (it differs from
+IEEE's in the last bit of about one value in six), so the steps agree to a few units in the
+last place, not bit for bit (tests/test_sem59_optim_rounding.py). The bias corrections are
+computed in Python floats (double precision) from the step count, as
 PyTorch does. ``lr``, ``betas``, ``eps`` and ``weight_decay`` are runtime values of a recorded
 step (optim/optimizer.py `Optimizer._hyper`). State per parameter: ``'step'`` (float32 0-d
 tensor), ``'exp_avg'``, ``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
@@ -24,7 +29,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from ._common import check_flags
+from ._common import add_scaled, check_flags
 from ._multi_tensor import adam_step
 from .optimizer import (
     Optimizer,
@@ -142,7 +147,7 @@ class Adam(Optimizer):
                 if decoupled:
                     p.mul_(as_operand(1 - lr * weight_decay, p))
                 else:
-                    g = g + p * as_operand(weight_decay, p)
+                    g = add_scaled(g, p, weight_decay)
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             lerp_(exp_avg, g, 1 - beta1, near_start)
             exp_avg_sq.mul_(as_operand(beta2, p))

@@ -25,7 +25,7 @@ from typing import Any
 from .. import dtypes as dt
 from ..ops import api as E
 from ..tensor import Tensor
-from ._common import refuse_complex
+from ._common import add_scaled, refuse_complex
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number
 
 __all__ = ["Muon"]
@@ -134,5 +134,6 @@ class Muon(Optimizer):
             update = _orthogonalized(update, coefficients, group["ns_steps"], group["eps"])
             scale = lr * _ratio(group["adjust_lr_fn"], tuple(p.shape))
             p.mul_(as_operand(1 - lr * weight_decay, p))
-            # (the bfloat16 update times -scale in the parameter's dtype, as add_'s alpha)
-            p.add_(update.to(p.dtype) * as_operand(-scale, p))
+            # (the bfloat16 update in the parameter's dtype, added with alpha=-scale: one fused
+            # multiply-add, as PyTorch's add_(update, alpha=-lr))
+            add_scaled(p, update.to(p.dtype), -scale, inplace=True)

@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
 from ..ops._registry import _base_mode, current_mode, scalar_value
+from ..ops.pointwise_composite import lerp_fused
 from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
 from ._complex import update_as_real
@@ -550,6 +552,9 @@ def lerp_(start: Tensor, end: Tensor, weight, near_start: bool | None = None) ->
     the optimizer's `_branch_facts` must name)."""
     if near_start is None:
         near_start = abs(weight) < 0.5
+    if isinstance(weight, float) and start.dtype in (dt.float32, dt.float64):
+        # (PyTorch's lerp_ kernel: one fused multiply-add, ops/pointwise_composite.py)
+        return start.copy_(lerp_fused(start, end, weight))
     if near_start:
         return start.add_((end - start) * as_operand(weight, start))
     return start.copy_(end - (end - start) * as_operand(1 - weight, start))

@@ -8,6 +8,10 @@ The update is PyTorch's single-tensor ``torch.optim.SGD`` step, op for op::
     g = g + momentum * buf if nesterov else buf    (if momentum)
     p = p - lr * g
 
+each ``a + c * b`` with a number ``c`` PyTorch's ``a.add(b, alpha=c)``: one fused multiply-add,
+rounded once, as ATen's CPU kernel computes it, so an eager float32 step equals PyTorch's bit
+for bit (tests/test_sem59_optim_rounding.py; a recorded step multiplies first).
+
 State: ``'momentum_buffer'`` per parameter, only when momentum is non-zero.
 """
 
@@ -17,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..tensor import Tensor
-from ._common import check_flags
+from ._common import add_scaled, check_flags
 from ._multi_tensor import sgd_step
 from .optimizer import Optimizer, OptimizerError, as_operand, check_number
 
@@ -91,7 +95,7 @@ class SGD(Optimizer):
         for p in params:
             g = -p.grad if maximize else p.grad
             if decayed:
-                g = g + p * as_operand(weight_decay, p)
+                g = add_scaled(g, p, weight_decay)
             if use_momentum:
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
@@ -100,6 +104,12 @@ class SGD(Optimizer):
                     buf = state["momentum_buffer"] = g.detach().clone()
                 else:
                     buf.mul_(as_operand(momentum, p))
-                    buf.add_(g * as_operand(1 - dampening, p) if damped else g)
-                g = g + buf * as_operand(momentum, p) if nesterov else buf
-            p.sub_(g * as_operand(lr, p))
+                    if damped:
+                        add_scaled(buf, g, 1 - dampening, inplace=True)
+                    else:
+                        buf.add_(g)
+                g = add_scaled(g, buf, momentum) if nesterov else buf
+            if isinstance(lr, float):
+                add_scaled(p, g, -lr, inplace=True)
+            else:  # (a recorded step's lr, a graph input: multiplied first, as before)
+                p.sub_(g * as_operand(lr, p))
