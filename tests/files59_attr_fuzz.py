@@ -6,8 +6,9 @@ replaced by a hostile value (an empty, nested or huge tuple, a negative or huge 
 where a number goes, NaN, text, None), with fresh checksums. Each file is loaded: a refusal must
 be a `GraphFileError` naming the file; what loads is run by the interpreter and by generated
 code (whose kernels take the C fast paths), which return or raise an `EmberError`. Anything else
-is recorded as an escape. Run as a script (``python -m tests.files59_attr_fuzz OUT SEED PER_ATTRIBUTE OPT_LEVEL [ops...]``)
-so a crash (a C kernel writing past its output) shows as the process's death rather than the
+is recorded as an escape. Run as a script (``python -m tests.files59_attr_fuzz OUT SEED
+PER_ATTRIBUTE OPT_LEVEL [ops...]``; ``EMBER_FUZZ_EXECUTORS``: which of `EXECUTORS` and "types"
+run, ``EMBER_FUZZ_TRACE``: each case printed before it runs) so a crash (a C kernel writing past its output) shows as the process's death rather than the
 test runner's; the report is written to OUT as JSON.
 """
 
@@ -124,11 +125,30 @@ def mutations(path: str, op: str, rng: random.Random, per_attribute: int):
         return  # (the op's first node)
 
 
+def _checked_types(graph):
+    """A runner of the interpreter that also checks each call's results against the types the
+    node's shape rule gave: a rule that admits an attribute its kernel reads otherwise lets the
+    C runner size a buffer one way and a loop another."""
+    from ember.graph import interpreter
+
+    def run(*arrays):
+        values = interpreter.all_values(graph, list(arrays))
+        for node in graph.nodes:
+            for v in node.outputs if node.kind == "call" else ():
+                got, want = np.shape(values[v.name]), tuple(v.type.shape)
+                if all(isinstance(d, int) for d in want) and got != want:
+                    raise AssertionError(f"%{v.name} ({node.op.name}): {got}, typed {want}")
+
+    return run
+
+
 def _runner(graph, executor: str):
     """The graph's runner: an executor's, or the C graph runner's (None where it has none)."""
     from ember.runtime import cgraph
     from ember.runtime.executors import get_executor
 
+    if executor == "types":
+        return _checked_types(graph)
     if executor != "c":
         return get_executor(executor).prepare(graph)
     steps = cgraph.c_steps(graph)
@@ -184,6 +204,7 @@ def run(ops, seed: int, per_attribute: int, opt_level: int = 0, executors=EXECUT
 
 if __name__ == "__main__":
     out, seed, per_attribute, opt_level, *names = sys.argv[1:]
-    result = run(names or None, int(seed), int(per_attribute), int(opt_level))
+    executors = tuple(os.environ.get("EMBER_FUZZ_EXECUTORS", ",".join(EXECUTORS)).split(","))
+    result = run(names or None, int(seed), int(per_attribute), int(opt_level), executors)
     with open(out, "w") as f:
         json.dump(result, f)
