@@ -304,7 +304,6 @@ _FINITE = Float(finite=True)
 _SIZE = Int(0)
 _SIZES = Ints(0, symbolic=True)
 _POSITIVE = Ints(1)
-_OPTIONAL_AXIS = Optional(Axis())
 _GRAPH = Kind("a subgraph", _graph)
 
 # The meaning of each attribute name across the registry, where the op declares no rule of its
@@ -312,8 +311,8 @@ _GRAPH = Kind("a subgraph", _graph)
 # on the op where its kernel reads it narrowly.
 CONVENTIONS: dict[str, Rule] = {
     # axes and layouts
-    "axis": _OPTIONAL_AXIS,
-    "axes": Optional(Axes()),
+    "axis": Axis(),
+    "axes": Axes(),
     "dims": Axes(),
     "keepdims": Bool(),
     "shape": _SIZES,
@@ -355,7 +354,7 @@ CONVENTIONS: dict[str, Rule] = {
     "bins": OneOf(Int(1), Ints(1)),
     "output_mask": Nested(Bool()),
     # numbers
-    "dtype": Optional(DTypeAttr()),
+    "dtype": DTypeAttr(),
     "out_dtype": Str(),
     "eps": Float(0, finite=True),
     "scale": _FINITE,
@@ -425,6 +424,8 @@ CONVENTIONS: dict[str, Rule] = {
             "concatenated",
             "zero_inf",
             "codes",
+            "real",
+            "serial",
         )
     },  # fmt: skip
     # names and text
@@ -449,6 +450,8 @@ CONVENTIONS: dict[str, Rule] = {
     # what only a file's own tags make (the loader builds and checks them)
     "generator": Optional(Kind("a generator", _generator)),
     "body": _GRAPH,
+    "body_vjp": _GRAPH,
+    "wrt_lifted": Structured("the lifted values a loop's gradient takes, checked by its rule"),
     "cond": _GRAPH,
     "true_branch": _GRAPH,
     "false_branch": _GRAPH,
@@ -463,36 +466,53 @@ CONVENTIONS: dict[str, Rule] = {
 
 
 def attr_rule(op, key: str) -> Rule | None:
-    """The rule of ``op``'s attribute ``key``: the op's declaration, else the convention."""
+    """The rule of ``op``'s attribute ``key``: the op's declaration, else the convention (and
+    None also where the op's kernel defaults the attribute to None: a value it takes)."""
     declared = op.attrs
     if declared is not None and key in declared:
         return declared[key]
-    return CONVENTIONS.get(key)
+    rule = CONVENTIONS.get(key)
+    if rule is not None and key in _signature(op)[1]:
+        rule = Optional(rule)
+    return rule
 
 
-_TAKEN: dict = {}  # op name -> the attribute keys its kernel takes, or None: any
+_SIGNATURES: dict = {}  # op -> (the keys it takes or None, the keys its kernel defaults to None)
 
 
-def taken_keys(op) -> frozenset | None:
-    """The keyword attributes ``op``'s NumPy kernel takes (a NumPy ufunc: none but those the op
-    declares), or None where it takes any (``**attrs``)."""
-    if op.name in _TAKEN:
-        return _TAKEN[op.name]
+def _signature(op) -> tuple:
+    """The keyword attributes ``op`` takes: its NumPy kernel's (a NumPy ufunc: none but those
+    the op declares), else its shape rule's where the kernel takes any (``**attrs``), else its
+    declaration's where both do (None where none says); and those of them defaulting to None."""
+    known = _SIGNATURES.get(op)
+    if known is not None:
+        return known
     declared = frozenset(op.attrs or ())
+    keys, defaults_none = None, frozenset()
     if isinstance(op.kernel, np.ufunc):
         keys = declared
     else:
-        try:
-            parameters = inspect.signature(op.kernel).parameters.values()
-        except (TypeError, ValueError):  # (a builtin without a signature)
-            parameters = None
-        if parameters is None or any(p.kind is p.VAR_KEYWORD for p in parameters):
-            keys = None
+        for function in (op.kernel, op.infer):
+            try:
+                parameters = list(inspect.signature(function).parameters.values())
+            except (TypeError, ValueError):  # (a builtin without a signature)
+                continue
+            if any(p.kind is p.VAR_KEYWORD for p in parameters):
+                continue
+            named = [p for p in parameters if p.kind is not p.VAR_POSITIONAL]
+            keys = declared | frozenset(p.name for p in named)
+            defaults_none = frozenset(p.name for p in named if p.default is None)
+            break
         else:
-            named = (p.name for p in parameters if p.kind is not p.VAR_POSITIONAL)
-            keys = declared | frozenset(named)
-    _TAKEN[op.name] = keys
-    return keys
+            if op.attrs is not None:
+                keys = declared
+    _SIGNATURES[op] = known = (keys, defaults_none)
+    return known
+
+
+def taken_keys(op) -> frozenset | None:
+    """The attribute keys ``op`` takes, or None where its definition does not say."""
+    return _signature(op)[0]
 
 
 def check_attrs(op, attrs, ranks) -> tuple[str, str] | None:

@@ -379,7 +379,7 @@ _CONV_GEOMETRY = {
     "groups": R.Int(1),
 }
 CONV_ATTRS = _CONV_GEOMETRY
-CONV_INPUT_GRAD_ATTRS = {**_CONV_GEOMETRY, "in_size": R.Ints(0, symbolic=True, arity=(3, 5))}
+CONV_INPUT_GRAD_ATTRS = {**_CONV_GEOMETRY, "in_size": R.Ints(0, symbolic=True, arity=(1, 5))}
 CONV_WEIGHT_GRAD_ATTRS = {**_CONV_GEOMETRY, "kernel_size": R.Ints(1, arity=(1, 3))}
 
 

@@ -280,7 +280,7 @@ _POOL_ATTRS = {
     "divisor_override": R.Optional(R.Int(-(2**31), 2**31)),
 }
 AVG_POOL_ATTRS = _POOL_ATTRS  # (attribute rules, ops/_attr_rules.py: what a file may hold)
-AVG_POOL_BACKWARD_ATTRS = {**_POOL_ATTRS, "in_size": R.Ints(0, symbolic=True, arity=(3, 5))}
+AVG_POOL_BACKWARD_ATTRS = {**_POOL_ATTRS, "in_size": R.Ints(0, symbolic=True, arity=(1, 5))}
 
 
 AVG_POOL = register(
