@@ -96,6 +96,8 @@ def test_a_folder_where_the_library_goes_is_a_compile_error_naming_it(cache, pla
         ccompile.load(source, "f59_add_one", [ctypes.c_void_p])
     assert library.name in str(info.value)
     assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+    library.with_suffix(place).rmdir()  # (not remembered as the source's failure: built now)
+    assert _call(source, "f59_add_one") == 2.0
 
 
 def test_a_missing_function_names_the_library(cache):

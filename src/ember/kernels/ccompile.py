@@ -352,9 +352,14 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
     stats.evictions += keep_within_limit(library.parent, len(data) + len(digest), keep=library)
 
 
+class _StoreError(CompileError):
+    """A library that could not be stored in the cache: not remembered as the source's failure,
+    since the folder may be writable at the next call (a full disk freed)."""
+
+
 def _unstorable(library: Path, exc: OSError) -> CompileError:
     """A build whose library cannot be stored in the cache (the caller runs NumPy instead)."""
-    return CompileError(
+    return _StoreError(
         f"cannot store the kernel library {library} (or its hash file beside it): "
         f"{exc.strerror or exc}; remove what is in its place or set EMBER_CACHE_DIR",
         op="compile",
@@ -451,7 +456,8 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
             try:
                 handle = _load_library(cc, source, flags, cache_dir() / f"{key}.so", symbol)
             except CompileError as exc:
-                _failures[key] = exc
+                if not isinstance(exc, _StoreError):
+                    _failures[key] = exc
                 raise
             _libraries[key] = handle
         else:
