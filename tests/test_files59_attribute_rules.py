@@ -198,3 +198,28 @@ def test_mutated_attributes_of_every_op_from_a_file_load_and_run_or_are_refused(
     if not everything:
         missing = set(_FUZZED) - set(report["ops"])
         assert not missing, f"no seed graph calls {missing}"
+
+
+def test_a_negative_concat_axis_from_a_file_runs_under_every_runner(tmp_path):
+    """Found by the fuzz: a ``concat`` node's axis -1 (in range: the rules take it) reached the
+    C graph runner's copy step, which took its inner extent from the whole output and wrote
+    past it (heap corruption); the step now normalizes the axis (kernels/axes.py)."""
+    from ember.runtime import cgraph
+
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    path = tmp_path / "seed.graph"
+    _traced(lambda x: ember.cat([x * 2, x + 1], 1), ember.tensor(x), opt_level=3).save(path)
+    metadata, arrays = read_safetensors(str(path), lambda m, p: None)
+    structure = json.loads(metadata["graph"])
+    n = next(k for k, r in enumerate(structure["nodes"]) if r.get("op") == "concat")
+    structure["nodes"][n]["attrs"][0][1] = tagged(-1)
+    write_safetensors(str(path), arrays, dict(metadata, graph=json.dumps(structure)))
+    graph = load_graph(path)
+    runs = {name: get_executor(name).prepare(graph) for name in ("interpreter", "codegen")}
+    steps = cgraph.c_steps(graph)
+    if steps is not None:
+        runs["c"] = cgraph.CGraphProgram(graph, steps)
+    expected = np.concatenate([x * 2, x + 1], 1)
+    for name, run in runs.items():
+        (got,) = run(x)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=name)

@@ -33,3 +33,24 @@ def test_mutated_recent_files_are_read_or_refused_with_an_ember_error(tmp_path):
     assert not report["escapes"], "\n".join(report["escapes"][:10])
     graphs = {s for s in report["seeds"] if s.startswith("graph_")}
     assert len(graphs) == 12, report["seeds"]  # (each program traced, before and after passes)
+
+
+def test_a_huge_hex_quantization_parameter_is_refused_by_name():
+    """Found by this fuzz: a checkpoint's per-channel zero point "0x1p99999" raised a raw
+    OverflowError from float.fromhex out of ember.load."""
+    import numpy as np
+
+    from ember.errors import CheckpointError
+    from ember.io import _quantized
+
+    def bad(what):
+        return CheckpointError(f"ckpt: {what}", op="load")
+
+    node = {"dtype": "quint8", "scales": ["0x1p-4"], "zero_points": ["0x1p99999"], "axis": 0}
+    ints = np.zeros((1, 3), np.uint8)
+    try:
+        _quantized.decode(ints, node, bad)
+    except CheckpointError as exc:
+        assert "0x1p99999" in str(exc)
+    else:
+        raise AssertionError("a zero point past float's range was taken")
