@@ -226,3 +226,22 @@ def test_a_negative_concat_axis_from_a_file_runs_under_every_runner(tmp_path):
     for name, run in runs.items():
         (got,) = run(x)
         np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("value", [True, 1j, "x", (1.0,)])
+def test_an_add_alpha_that_is_no_real_number_is_refused(tmp_path, value):
+    """Found by the fuzz under the C graph runner: ``alpha=True`` reached the fused loop's C
+    template, a raw KeyError."""
+    x = ember.randn(3)
+    metadata, arrays, structure = _saved(lambda x: ember.add(x, x * 3, alpha=0.5), [x], tmp_path)
+    n = next(k for k, r in enumerate(structure["nodes"]) if r.get("op") == "add_alpha")
+    record = (
+        tagged(value)
+        if not isinstance(value, complex)
+        else {"t": "npscalar", "v": ["complex64", 1.0]}
+    )
+    structure["nodes"][n]["attrs"][0][1] = record
+    path = tmp_path / "m.graph"
+    write_safetensors(str(path), arrays, dict(metadata, graph=json.dumps(structure)))
+    with pytest.raises(GraphFileError, match="add_alpha's attribute 'alpha'|bad payload|NumPy"):
+        load_graph(path)
