@@ -23,6 +23,7 @@ from .. import dtypes as dt
 from .. import random as _random
 from .._file_limits import check_allocation
 from ..errors import ShapeError
+from ..ops._attr_rules import check_attrs
 from ..ops._registry import REGISTRY, OpDef
 from ..ops.program import Const, Input, Instr, Program, Temp
 from ..symbolic import SymDim
@@ -261,6 +262,7 @@ class _Loader:
                     f"{where} calls the unknown op {op_name!r} (not in this ember's registry; "
                     "was the file written by a newer ember or with a custom op not imported?)"
                 )
+            self.check_attrs(op, attrs, [len(v.type.shape) for v in inputs], where)
             try:
                 node = g.add_call(op, inputs, attrs, out_types=types, names=names)
             except GraphError as exc:
@@ -363,7 +365,17 @@ class _Loader:
         for item in attrs:
             self.attr_entry(item, where)
             items.append((item[0], self.attr(item[1], f"{where} attribute {item[0]!r}")))
-        return Instr(self.op(name, where), operands, tuple(items))
+        op = self.op(name, where)
+        self.check_attrs(op, dict(items), None, where)
+        return Instr(op, operands, tuple(items))
+
+    def check_attrs(self, op: OpDef, attrs: dict, ranks, where: str) -> None:
+        """Refuse an attribute its op's rule refuses (ops/_attr_rules.py): no shape rule or
+        kernel sees an attribute its public function could not have made."""
+        refused = check_attrs(op, attrs, ranks)
+        if refused is not None:
+            key, problem = refused
+            raise self.fail(f"{where}: {op.name}'s attribute {key!r}: {problem}")
 
     def operand(self, record, position: int, where: str):
         """``["in", i]``, ``["t", j]`` (an earlier instruction) or ``["k", value, dtype]``."""

@@ -40,7 +40,7 @@ def encode(arr: np.ndarray) -> dict:
 def _float(text, bad) -> float:
     try:
         return float.fromhex(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: "0x1p99999")
         raise bad(f"a quantization scale should be a hex float, got {str(text)[:40]!r}") from None
 
 

@@ -314,7 +314,10 @@ def _recorded_hash(library: Path) -> str | None:
 
 def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> None:
     # (no sweep for killed builds' temporaries at each write: ccache_limit's scans do)
-    tmp = Path(create_temporary(library.parent, library.name, 0o644, sweep=False))
+    try:
+        tmp = Path(create_temporary(library.parent, library.name, 0o644, sweep=False))
+    except OSError as exc:  # (a cache folder made read-only, a full disk)
+        raise _unstorable(library, exc) from exc
     # libraries (-l...) go after the source, where the linker looks for what it needs. The
     # source comes on stdin: a file name would be written into the library, and builds of one
     # kernel by several processes must give the same bytes, whichever sidecar ends up last.
@@ -339,11 +342,39 @@ def _build(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> Non
         digest = _digest(data).encode()
         write_atomic(library.with_suffix(".sha256"), digest, 0o644, sweep=False)
         os.replace(tmp, library)
+    except OSError as exc:  # (a folder where the library or its hash goes, a full disk)
+        tmp.unlink(missing_ok=True)
+        raise _unstorable(library, exc) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     stats.compiles += 1
     stats.evictions += keep_within_limit(library.parent, len(data) + len(digest), keep=library)
+
+
+class _StoreError(CompileError):
+    """A library that could not be stored in the cache: not remembered as the source's failure,
+    since the folder may be writable at the next call (a full disk freed)."""
+
+
+def _unstorable(library: Path, exc: OSError) -> CompileError:
+    """A build whose library cannot be stored in the cache (the caller runs NumPy instead)."""
+    return _StoreError(
+        f"cannot store the kernel library {library} (or its hash file beside it): "
+        f"{exc.strerror or exc}; remove what is in its place or set EMBER_CACHE_DIR",
+        op="compile",
+    )
+
+
+def _function(handle: ctypes.CDLL, symbol: str, key: str):
+    """``symbol`` of a loaded library (under its batched name in a library built with others,
+    kernels/cbatch.py), or None where the library has no such function."""
+    for name in (symbol, batched_symbol(symbol, key)):
+        try:
+            return handle[name]  # (not getattr: ctypes hands every caller one shared object)
+        except AttributeError:
+            continue
+    return None
 
 
 def _dlopen(fd: int, data: bytes, library: Path) -> ctypes.CDLL:
@@ -377,9 +408,11 @@ def _dlopen(fd: int, data: bytes, library: Path) -> ctypes.CDLL:
         copy.unlink(missing_ok=True)  # the loaded mapping outlives the name
 
 
-def _load_checked(library: Path) -> ctypes.CDLL | None:
+def _load_checked(library: Path, symbol: str | None = None) -> ctypes.CDLL | None:
     """The library at ``library`` when its bytes (read once, from one descriptor) match its
-    recorded hash and both files are trusted; None when not (absent, damaged, untrusted)."""
+    recorded hash, both files are trusted and it has the function ``symbol``; None when not
+    (absent, damaged, untrusted, or another source's library with its hash copied beside it,
+    which a process that compiled it would else refuse as having no such function)."""
     fd = _open_trusted(library)
     if fd is None:
         return None
@@ -391,6 +424,8 @@ def _load_checked(library: Path) -> ctypes.CDLL | None:
         handle = _dlopen(fd, data, library)
     finally:
         os.close(fd)
+    if symbol is not None and _function(handle, symbol, library.stem) is None:
+        return None
     try:  # last used: the sidecar's times (the library's own are left as built)
         os.utime(library.with_suffix(".sha256"))
     except OSError:
@@ -419,22 +454,18 @@ def load(source: str, symbol: str, argtypes: list, *, flags: tuple | None = None
         handle = _libraries.get(key)
         if handle is None:
             try:
-                handle = _load_library(cc, source, flags, cache_dir() / f"{key}.so")
+                handle = _load_library(cc, source, flags, cache_dir() / f"{key}.so", symbol)
             except CompileError as exc:
-                _failures[key] = exc
+                if not isinstance(exc, _StoreError):
+                    _failures[key] = exc
                 raise
             _libraries[key] = handle
         else:
             stats.memory_hits += 1
-        try:
-            fn = handle[symbol]  # (not getattr: ctypes hands every caller one shared object)
-        except AttributeError:
-            try:  # a library built with others (kernels/cbatch.py) names it after its key
-                fn = handle[batched_symbol(symbol, key)]
-            except AttributeError as exc:
-                raise CompileError(
-                    f"{handle._name} has no function {symbol!r}", op="compile"
-                ) from exc
+        fn = _function(handle, symbol, key)
+        if fn is None:
+            library = cache_dir() / f"{key}.so"
+            raise CompileError(f"{library} has no function {symbol!r}", op="compile")
         fn.argtypes = list(argtypes)
         fn.restype = None
         fn._ember_handle = handle  # keep the library loaded as long as the function lives
@@ -480,17 +511,20 @@ def load_with_vector_math(source: str, signatures: dict, *, flags: tuple, restyp
     return None
 
 
-def _load_library(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> ctypes.CDLL:
-    """The library of ``source``: from disk when intact and trusted, else (re)built first."""
+def _load_library(
+    cc: tuple[str, ...], source: str, flags: tuple, library: Path, symbol: str | None = None
+) -> ctypes.CDLL:
+    """The library of ``source``: from disk when intact, trusted and holding ``symbol``, else
+    (re)built first."""
     try:
-        handle = _load_checked(library)
+        handle = _load_checked(library, symbol)
     except OSError:  # damaged in a way the hash did not see, or replaced meanwhile
         handle = None
     if handle is not None:
         stats.disk_hits += 1
         return handle
     with _build_lock(library):
-        return _build_and_load(cc, source, flags, library)
+        return _build_and_load(cc, source, flags, library, symbol)
 
 
 @contextlib.contextmanager
@@ -520,9 +554,11 @@ def _build_lock(library: Path):
         os.close(fd)
 
 
-def _build_and_load(cc: tuple[str, ...], source: str, flags: tuple, library: Path) -> ctypes.CDLL:
+def _build_and_load(
+    cc: tuple[str, ...], source: str, flags: tuple, library: Path, symbol: str | None = None
+) -> ctypes.CDLL:
     try:  # built by another process while this one waited for the lock
-        handle = _load_checked(library)
+        handle = _load_checked(library, symbol)
     except OSError:
         handle = None
     if handle is not None:

@@ -16,6 +16,7 @@ import functools
 
 import numpy as np
 
+from .axes import kernel_axis
 from .cstep import BIAS_RELU, CStep, function_address, layout_operands
 
 __all__ = ["concat_step", "copy_step", "linear_step", "strided_copy_step", "sequence_step"]
@@ -224,8 +225,11 @@ def concat_step(node) -> CStep | None:
     library = _library()
     if library is None or any(v.type.dtype != node.outputs[0].dtype for v in node.inputs):
         return None
-    axis = node.attrs["axis"]
     out = node.outputs[0].type
+    # (a graph file's axis -1 made the inner extent the whole output: the copy wrote past it)
+    axis = kernel_axis(node.attrs["axis"], len(out.shape))
+    if axis is None:
+        return None
     itemsize = out.dtype.np.itemsize
     outer = int(np.prod(out.shape[:axis], dtype=np.int64))
     inner = int(np.prod(out.shape[axis + 1 :], dtype=np.int64))

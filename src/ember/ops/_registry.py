@@ -135,6 +135,7 @@ class OpDef:
     grad_fn: Any = None  # PyTorch's name of the call's backward node (ops/_node_names.py)
     layout: Any = KIND_DEFAULT  # Layout: an eager result's memory format (ops/_rules.py)
     cached_infer: bool = False  # the shape rule is pure: eager calls keep its answers
+    attrs: dict | None = None  # key -> attribute Rule, over the conventions (ops/_attr_rules.py)
     run: Callable[..., Any] = field(init=False, repr=False)
     # signature -> (in_types, out_type) of the eager calls `infer` accepted (``cached_infer``)
     infer_cache: dict | None = field(init=False, repr=False, default=None)

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import KernelDTypeError
 from ..kernels import cadd_alpha
 from ..types import TensorType
+from . import _attr_rules as R
 from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
@@ -193,6 +194,8 @@ def _onnx_add_alpha(e):
 ADD_ALPHA = register(
     OpDef(
         name="add_alpha",
+        # (a real number: a file's bool alpha reached the C loop's template, a raw KeyError)
+        attrs={"alpha": R.Float(nan=True)},
         kind="elementwise",
         infer=_infer,
         cached_infer=True,

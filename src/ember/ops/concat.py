@@ -36,6 +36,8 @@ def _concat_infer(*xs, axis):
     first = xs[0]
     model = first.shape
     ndim = len(model)
+    if -ndim <= axis < 0:  # (a graph file's negative axis: the public function's is normalized)
+        axis += ndim
     dtype = first.dtype
     total = 0
     for i, t in enumerate(xs):  # (one pass, no generators: every torch.cat passes here)

@@ -34,6 +34,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..kernels.conv_plan import conv_geometry, conv_out_size
 from ..types import TensorType
+from . import _attr_rules as R
 from . import _batching, _torch_flops, conv_epilogue
 from . import _onnx_conv as oxc
 from . import api as E
@@ -370,9 +371,22 @@ def _input_grad_channel_fold(in_types, attrs):
 _CONV_EPILOGUE = conv_epilogue.rule(_conv_infer, _compiled)
 
 
+# attribute rules (ops/_attr_rules.py): what a graph file may hold
+_CONV_GEOMETRY = {
+    "stride": R.Ints(1, arity=(1, 3)),
+    "padding": R.OneOf(R.Ints(0, arity=(1, 3)), R.Pairs(arity=(1, 3))),
+    "dilation": R.Ints(1, arity=(1, 3)),
+    "groups": R.Int(1),
+}
+CONV_ATTRS = _CONV_GEOMETRY
+CONV_INPUT_GRAD_ATTRS = {**_CONV_GEOMETRY, "in_size": R.Ints(0, symbolic=True, arity=(1, 5))}
+CONV_WEIGHT_GRAD_ATTRS = {**_CONV_GEOMETRY, "kernel_size": R.Ints(1, arity=(1, 3))}
+
+
 CONV = register(
     OpDef(
         name="conv",
+        attrs=CONV_ATTRS,
         layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         grad_fn="ConvolutionBackward0",
         autocast=Autocast.LOWER,
@@ -405,6 +419,7 @@ CONV = register(
 CONV_INPUT_GRAD = register(
     OpDef(
         name="conv_input_grad",
+        attrs=CONV_INPUT_GRAD_ATTRS,
         layout=Layout((0, 1)),  # (channels-last in, out: PyTorch's)
         grad_fn="ConvolutionBackward0",  # (PyTorch's transposed convolution's node)
         autocast=Autocast.LOWER,
@@ -432,6 +447,7 @@ CONV_INPUT_GRAD = register(
 CONV_WEIGHT_GRAD = register(
     OpDef(
         name="conv_weight_grad",
+        attrs=CONV_WEIGHT_GRAD_ATTRS,
         onnx=oxc.onnx_conv_weight_grad,
         kind="nn",
         infer=_weight_grad_infer,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _attr_rules as R
 from ._registry import OpDef, apply, register
 from ._util import elementwise_cost, require_float, same_type
 from .piecewise import _on_arrays, _same_types
@@ -77,9 +78,13 @@ def _infer(x):
     return same_type(x)
 
 
+NO_ATTRS = R.NO_ATTRS  # (ops/_attr_rules.py)
+
+
 LOG_SIGMOID_BACKWARD = register(
     OpDef(
         name="log_sigmoid_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_log_sigmoid_backward,
         kind="elementwise",
         infer=lambda g, x: _same_types("log_sigmoid_backward", g, x),
@@ -97,6 +102,7 @@ LOG_SIGMOID_BACKWARD = register(
 LOG_SIGMOID = register(
     OpDef(
         name="log_sigmoid",
+        attrs=NO_ATTRS,
         onnx=_onnx_log_sigmoid,
         kind="elementwise",
         infer=_infer,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _attr_rules as R
 from ._registry import OpDef, apply, register
 from ._util import elementwise_cost
 from .piecewise import _on_arrays, _same_types
@@ -61,9 +62,13 @@ def _onnx_tanh_backward(e):
     return e.node("Mul", [g, e.node("Sub", [one, e.node("Mul", [y, y])])])
 
 
+NO_ATTRS = R.NO_ATTRS  # (ops/_attr_rules.py)
+
+
 SIGMOID_BACKWARD = register(
     OpDef(
         name="sigmoid_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_sigmoid_backward,
         kind="elementwise",
         infer=lambda g, y: _same_types("sigmoid_backward", g, y),
@@ -79,6 +84,7 @@ SIGMOID_BACKWARD = register(
 TANH_BACKWARD = register(
     OpDef(
         name="tanh_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_tanh_backward,
         kind="elementwise",
         infer=lambda g, y: _same_types("tanh_backward", g, y),

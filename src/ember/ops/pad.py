@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..symbolic import SymDim, holds
 from ..types import TensorType
+from . import _attr_rules as R
 from . import _item_scalars as _items
 from . import _onnx_complex as cx
 from . import api as E
@@ -28,6 +29,8 @@ from .promotion import to_tensor
 # --------------------------------------------------------------------------------------- pad
 
 _NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+# attribute rules (ops/_attr_rules.py): a mode of another name read as reflect's indices
+_PAD_ATTRS = {"mode": R.Choice(*_NP_MODES), "pads": R.Pairs()}
 
 
 def _pad_infer(x, *, pads, mode, value):
@@ -158,7 +161,23 @@ def _pad_backward_fast(g, *, pads, mode, in_shape):
 
 
 def _pad_backward_infer(g, *, pads, mode, in_shape):
-    return TensorType(in_shape, g.dtype)
+    """The padding must be one the forward takes and the cotangent of its result's shape: the
+    C adjoint sizes its loops from ``pads`` and ``in_shape`` (a graph file's ``in_shape`` off
+    by one from its cotangent corrupted the heap)."""
+    padded = _pad_infer(TensorType(tuple(in_shape), g.dtype), pads=pads, mode=mode, value=0)
+    for d, (want, got) in enumerate(zip(padded.shape, g.shape)):
+        if isinstance(want, int) and isinstance(got, int) and want != got:
+            raise ShapeError(
+                f"a cotangent of shape {fmt_shape(g.shape)} for padding {pads} of an input "
+                f"of shape {fmt_shape(in_shape)} (dimension {d}: {got}, not {want})",
+                op="pad_backward",
+            )
+    if len(g.shape) != len(padded.shape):
+        raise ShapeError(
+            f"a cotangent of {len(g.shape)} dimensions for an input of {len(in_shape)}",
+            op="pad_backward",
+        )
+    return TensorType(tuple(in_shape), g.dtype)
 
 
 # pad positions on one axis up to which each is added back with one slice addition (a few,
@@ -229,6 +248,7 @@ def _pad_node_name(attrs, in_types) -> str:
 _PAD = register(
     OpDef(
         name="pad",
+        attrs=_PAD_ATTRS,
         layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn=_pad_node_name,
         complex=Complex.GRADIENT,
@@ -268,6 +288,7 @@ def _onnx_pad_backward(e):
 _PAD_BACKWARD = register(
     OpDef(
         name="pad_backward",
+        attrs=_PAD_ATTRS,
         layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         complex=Complex.GRADIENT,
         onnx=cx.pairs(_onnx_pad_backward, _onnx_pad_backward),

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import EmberError
 from ..types import TensorType
+from . import _attr_rules as R
 from ._registry import OpDef, apply, register
 from ._select import select_bits
 from ._util import elementwise_cost, require_float, same_type, zero_input_grad
@@ -112,9 +113,14 @@ def _onnx_leaky_backward(e):
     return e.node("Where", [positive, g, scaled])
 
 
+LEAKY_RELU_ATTRS = {"slope": R.Float(nan=True)}  # (ops/_attr_rules.py)
+NO_ATTRS = R.NO_ATTRS
+
+
 LEAKY_RELU_BACKWARD = register(
     OpDef(
         name="leaky_relu_backward",
+        attrs=LEAKY_RELU_ATTRS,
         onnx=_onnx_leaky_backward,
         kind="elementwise",
         infer=_leaky_grad_infer,
@@ -129,6 +135,7 @@ LEAKY_RELU_BACKWARD = register(
 LEAKY_RELU = register(
     OpDef(
         name="leaky_relu",
+        attrs=LEAKY_RELU_ATTRS,
         onnx=_onnx_leaky,
         kind="elementwise",
         infer=_leaky_infer,
@@ -208,6 +215,7 @@ def _onnx_hardswish(e):
 HARDSWISH_BACKWARD = register(
     OpDef(
         name="hardswish_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_hardswish_backward,
         kind="elementwise",
         infer=_hardswish_grad_infer,
@@ -222,6 +230,7 @@ HARDSWISH_BACKWARD = register(
 HARDSWISH = register(
     OpDef(
         name="hardswish",
+        attrs=NO_ATTRS,
         onnx=_onnx_hardswish,
         kind="elementwise",
         infer=_hardswish_infer,
@@ -293,6 +302,7 @@ def _onnx_hardsigmoid_backward(e):
 HARDSIGMOID_BACKWARD = register(
     OpDef(
         name="hardsigmoid_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_hardsigmoid_backward,
         kind="elementwise",
         infer=_hardsigmoid_grad_infer,
@@ -307,6 +317,7 @@ HARDSIGMOID_BACKWARD = register(
 HARDSIGMOID = register(
     OpDef(
         name="hardsigmoid",
+        attrs=NO_ATTRS,
         onnx=_onnx_hardsigmoid,
         kind="elementwise",
         infer=_hardsigmoid_infer,

@@ -18,6 +18,7 @@ from ..errors import ShapeError
 from ..kernels.conv_plan import compute_dtype, scratch
 from ..kernels.pool_geometry import pad_input, padded_extent, pool_out_size
 from ..types import TensorType
+from . import _attr_rules as R
 from . import _onnx_conv as oxc
 from ._autocast import Autocast, autocasts
 from ._node_names import pool_node_name
@@ -270,9 +271,22 @@ def _onnx_avg_pool(e):
     )
 
 
+_POOL_ATTRS = {
+    "kernel": R.Ints(1, arity=(1, 3)),
+    "stride": R.Ints(1, arity=(1, 3)),
+    "padding": R.Ints(0, arity=(1, 3)),
+    "ceil_mode": R.Bool(),
+    "count_include_pad": R.Bool(),
+    "divisor_override": R.Optional(R.Int(-(2**31), 2**31)),
+}
+AVG_POOL_ATTRS = _POOL_ATTRS  # (attribute rules, ops/_attr_rules.py: what a file may hold)
+AVG_POOL_BACKWARD_ATTRS = {**_POOL_ATTRS, "in_size": R.Ints(0, symbolic=True, arity=(1, 5))}
+
+
 AVG_POOL = register(
     OpDef(
         name="avg_pool",
+        attrs=AVG_POOL_ATTRS,
         layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         grad_fn=lambda attrs, in_types: pool_node_name("AvgPool{}DBackward0", in_types),
         onnx=_onnx_avg_pool,
@@ -318,6 +332,7 @@ def _onnx_avg_pool_backward(e):
 AVG_POOL_BACKWARD = register(
     OpDef(
         name="avg_pool_backward",
+        attrs=AVG_POOL_BACKWARD_ATTRS,
         layout=Layout((0,)),  # (channels-last in, out: PyTorch's)
         onnx=_onnx_avg_pool_backward,
         kind="nn",

@@ -34,6 +34,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, QuantizationError, ShapeError
 from ..kernels import cq8
 from ..types import TensorType
+from . import _attr_rules as R
 from . import qtensor
 from ._registry import OpDef, TensorBase, apply, export, register
 from ._util import elementwise_cost, normalize_axis, require_float
@@ -122,6 +123,14 @@ def _onnx_quantize(e):
     scale = e.constant(np.asarray(e.attrs["scale"], np.float32))
     zp = e.constant(np.asarray(e.attrs["zero_point"], dtype.np))
     return e.node("QuantizeLinear", [e.inputs[0], scale, zp])
+
+
+FAKE_QUANTIZE_BACKWARD_ATTRS = {  # (ops/_attr_rules.py: what a graph file may hold)
+    "scale": R.Float(0, finite=True),
+    "zero_point": R.Int(-(2**31), 2**31),
+    "quant_min": R.Int(-(2**31), 2**31),
+    "quant_max": R.Int(-(2**31), 2**31),
+}
 
 
 QUANTIZE_PER_TENSOR = register(
@@ -354,6 +363,7 @@ def _onnx_fq_grad(e):
 FAKE_QUANTIZE_BACKWARD = register(
     OpDef(
         name="fake_quantize_backward",
+        attrs=FAKE_QUANTIZE_BACKWARD_ATTRS,
         kind="nn",
         infer=_fq_grad_infer,
         kernel=_fq_grad_kernel,

@@ -31,6 +31,7 @@ from ..errors import DTypeError, ShapeError
 from ..kernels import cq8
 from ..kernels.conv_plan import conv_out_size
 from ..types import TensorType
+from . import _attr_rules as R
 from ._registry import Cost, OpDef, register
 from ._util import fmt_shape, io_bytes, numel
 from .quantize import check_params, qrange
@@ -191,9 +192,28 @@ def _onnx_linear(e):
     return _onnx_qdq(e, compute, integer)
 
 
+# attribute rules (ops/_attr_rules.py): what a graph file may hold
+QUANTIZED_LINEAR_ATTRS = {
+    "x_scale": R.Float(0, finite=True),
+    "x_zero_point": R.Int(-128, 256),  # (uint8's or int8's range)
+    "out_scale": R.Optional(R.Float(0, finite=True)),
+    "out_zero_point": R.Int(-128, 256),
+    "out_dtype": R.Choice(*_OUT),
+    "relu": R.Bool(),
+}
+QUANTIZED_CONV_ATTRS = {
+    **QUANTIZED_LINEAR_ATTRS,
+    "stride": R.Ints(1, arity=2),
+    "padding": R.Ints(0, arity=2),
+    "dilation": R.Ints(1, arity=2),
+    "groups": R.Int(1),
+}
+
+
 QUANTIZED_LINEAR = register(
     OpDef(
         name="quantized_linear",
+        attrs=QUANTIZED_LINEAR_ATTRS,
         kind="linalg",
         infer=_linear_infer,
         kernel=_linear_kernel,
@@ -316,6 +336,7 @@ def _onnx_conv(e):
 QUANTIZED_CONV2D = register(
     OpDef(
         name="quantized_conv2d",
+        attrs=QUANTIZED_CONV_ATTRS,
         kind="nn",
         infer=_conv_infer,
         kernel=_conv_kernel,

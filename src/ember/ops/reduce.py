@@ -18,6 +18,7 @@ from .. import dtypes as dt
 from .. import return_types
 from ..errors import AxisError, DTypeError, ShapeError
 from ..types import TensorType
+from . import _attr_rules as R
 from . import _batching, qtensor_ops
 from . import _onnx_complex as cx
 from . import _onnx_reduce as oxr
@@ -509,6 +510,7 @@ def _arg(name, fn):
     op = register(
         OpDef(
             name=name,
+            attrs={"axis": R.Optional(R.Axis())},  # (None: the flattened tensor)
             kind="reduce",
             infer=_arg_infer(name),
             kernel=_arg_kernel(fn),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _attr_rules as R
 from ._registry import OpDef, apply, register
 from ._select import select_bits
 from ._util import elementwise_cost
@@ -88,9 +89,15 @@ def _onnx_clipped_grad(e, bound, inner):
     return e.node("Where", [low, e.node("Neg", [outer]), high])
 
 
+# attribute rules (ops/_attr_rules.py): what a graph file may hold
+HUBER_ATTRS = {"delta": R.Float(nan=True)}
+SMOOTH_L1_ATTRS = {"beta": R.Float(nan=True)}
+
+
 HUBER_BACKWARD = register(
     OpDef(
         name="huber_backward",
+        attrs=HUBER_ATTRS,
         onnx=lambda e: _onnx_clipped_grad(e, e.attrs["delta"], "huber"),
         kind="elementwise",
         infer=_backward_infer("huber_backward"),
@@ -108,6 +115,7 @@ HUBER_BACKWARD = register(
 HUBER = register(
     OpDef(
         name="huber",
+        attrs=HUBER_ATTRS,
         onnx=_onnx_huber,
         kind="elementwise",
         infer=_unary_infer("huber"),
@@ -186,6 +194,7 @@ def _smooth_l1_grad_infer(g, x, *, beta):
 SMOOTH_L1_BACKWARD = register(
     OpDef(
         name="smooth_l1_backward",
+        attrs=SMOOTH_L1_ATTRS,
         onnx=lambda e: _onnx_clipped_grad(e, e.attrs["beta"], "smooth_l1"),
         kind="elementwise",
         infer=_smooth_l1_grad_infer,
@@ -203,6 +212,7 @@ SMOOTH_L1_BACKWARD = register(
 SMOOTH_L1 = register(
     OpDef(
         name="smooth_l1",
+        attrs=SMOOTH_L1_ATTRS,
         onnx=_onnx_smooth_l1,
         kind="elementwise",
         infer=_smooth_l1_infer,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import EmberError
+from . import _attr_rules as R
 from ._registry import OpDef, apply, register
 from ._select import select_bits
 from ._util import elementwise_cost, require_float, same_type
@@ -119,9 +120,16 @@ def _onnx_silu_backward(e):
     return e.node("Mul", [g, e.node("Mul", [s, slope])])
 
 
+# attribute rules (ops/_attr_rules.py): what a graph file may hold
+ELU_ATTRS = {k: R.Float(nan=True) for k in ("alpha", "scale", "input_scale")}
+SOFTPLUS_ATTRS = {"beta": R.Float(nan=True), "threshold": R.Float(nan=True)}
+NO_ATTRS = R.NO_ATTRS
+
+
 SILU_BACKWARD = register(
     OpDef(
         name="silu_backward",
+        attrs=NO_ATTRS,
         onnx=_onnx_silu_backward,
         kind="elementwise",
         infer=_backward_infer("silu_backward"),
@@ -140,6 +148,7 @@ SILU_BACKWARD = register(
 SILU = register(
     OpDef(
         name="silu",
+        attrs=NO_ATTRS,
         onnx=_onnx_silu,
         kind="elementwise",
         infer=_unary_infer("silu"),
@@ -219,6 +228,7 @@ def _onnx_softplus_backward(e):
 SOFTPLUS_BACKWARD = register(
     OpDef(
         name="softplus_backward",
+        attrs=SOFTPLUS_ATTRS,
         onnx=_onnx_softplus_backward,
         kind="elementwise",
         infer=_backward_infer("softplus_backward"),
@@ -237,6 +247,7 @@ SOFTPLUS_BACKWARD = register(
 SOFTPLUS = register(
     OpDef(
         name="softplus",
+        attrs=SOFTPLUS_ATTRS,
         onnx=_onnx_softplus,
         kind="elementwise",
         infer=_unary_infer("softplus"),
@@ -328,6 +339,7 @@ def _onnx_elu_backward(e):
 ELU_BACKWARD = register(
     OpDef(
         name="elu_backward",
+        attrs=ELU_ATTRS,
         onnx=_onnx_elu_backward,
         kind="elementwise",
         infer=_backward_infer("elu_backward"),
@@ -348,6 +360,7 @@ ELU_BACKWARD = register(
 ELU = register(
     OpDef(
         name="elu",
+        attrs=ELU_ATTRS,
         onnx=_onnx_elu,
         kind="elementwise",
         infer=_unary_infer("elu"),
