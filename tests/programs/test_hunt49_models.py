@@ -276,7 +276,11 @@ def gnn(torch, ctx):
     ei = ctx.t(np.array([[0, 1, 2, 3, 4, 5, 6, 1, 2, 0], [1, 0, 3, 2, 5, 6, 4, 2, 1, 2]]))
     batch = ctx.t(np.array([0, 0, 0, 0, 1, 1, 1]))
     y = ctx.t(np.array([2, 0]))
-    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    # (entries of att.weight's gradient are zero in exact arithmetic: where a node's incoming
+    # edges share leaky_relu's slope, the softmax's gradients over them sum to zero, times the
+    # node's same features; float32 leaves 1e-10 of rounding there or none, by CPU and library,
+    # and Adam's default eps of 1e-8 turns that into a hundredth of a step, 1e-4 apart)
+    opt = torch.optim.Adam(m.parameters(), lr=0.01, eps=1e-6)
 
     @ctx.fn
     def step(x, ei, batch, y):
