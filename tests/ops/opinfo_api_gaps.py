@@ -114,4 +114,8 @@ INTERNAL = {
     "automatic dynamic shapes; a concrete count is a constant, which OpInfo's samples give): "
     "compared with torch.linspace in tests/ops/samples_sem58.py and, compiled over varying "
     "sizes, in tests/test_sem58_symbolic_sizes.py",
+    "host_print": "made only by ember.compile's capture of a print call (PyTorch has no such "
+    "op: torch.compile breaks the graph and prints); its conformance sample is "
+    "tests/ops/samples_host_print.py, and what it prints is compared with torch.compile's in "
+    "tests/test_sem59_compile_print.py",
 }

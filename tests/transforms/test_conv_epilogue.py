@@ -36,7 +36,10 @@ CASES = [
     (_relu_and_mask, True),
     (lambda x, w, b: F.conv2d(x, w, b, padding=1), True),  # the bias alone
     (lambda x, w, b: F.relu(F.conv2d(x, w, padding=1)), True),  # a ReLU alone
-    (lambda x, w, b: F.conv2d(x, w, b) * 2, False),  # a program the store cannot run
+    # an elementwise program of the result and constants: stored as an activation loop
+    (lambda x, w, b: F.conv2d(x, w, b) * 2, True),
+    # a program reading another tensor the store cannot run
+    (lambda x, w, b: F.conv2d(x, w, b) * x[:, :1, 1:6, 1:7].exp(), False),
     (lambda x, w, b: (F.conv2d(x, w, padding=1) > 0, F.conv2d(x, w, b, padding=1)), True),
     (lambda x, w, b: F.relu(F.conv2d(x, w, padding=1) + b.reshape(1, -1, 1, 1)[:, :, :, :1]), True),
     (lambda x, w, b: F.relu(F.conv2d(x, w, padding=1) + x[:, :1]), False),  # not per channel

@@ -46,6 +46,7 @@ from . import (
     cache_sizes,
     cconv_choice,
     cconv_col2im,
+    cconv_dx_choice,
     cconv_packs,
     cconv_side,
     cconv_split,
@@ -66,6 +67,7 @@ from .cstep import STEP_CALL, data_address, function_address
 # and kernels/cconv_taps.py's over blocks of samples, which packs its weight as the former)
 SOURCE = _KERNELS + cconv_wide.WIDE_SOURCE + cconv_taps.TAPS_SOURCE
 cconv_step_choice.use_source(SOURCE)
+cconv_dx_choice.use_source(SOURCE)
 
 __all__ = [
     "available",
@@ -674,7 +676,6 @@ def col2im_runs(gy_shape: tuple, w_shape: tuple, p: Plan, groups: int, dtype) ->
     below the padded forward's, and below kernels/cconv_taps.py's where that layout skips the
     padding's taps), measured once per machine and geometry where the counts are near
     (kernels/cconv_dx_choice.py); kernels/cconv_workspace.py asks it too."""
-    from . import cconv_dx_choice
 
     # (half precision as float32: a 16-bit gradient the col2im takes is widened by the op to
     # float32's, so both decide alike and a 16-bit result is float32's rounded once)
@@ -683,7 +684,9 @@ def col2im_runs(gy_shape: tuple, w_shape: tuple, p: Plan, groups: int, dtype) ->
     counted = cconv_col2im.wins(gy_shape, w_shape, p, groups, itemsize) and not taps_win(
         gy_shape, w_shape, p, groups, dtype
     )
-    return cconv_dx_choice.col2im_runs(gy_shape, w_shape, p, groups, dtype, counted)
+    return cconv_dx_choice.col2im_runs(
+        gy_shape, w_shape, p, groups, dtype, counted, padded_input_grad
+    )
 
 
 def padded_input_grad(gy, w, p: Plan, groups: int, bias=None):

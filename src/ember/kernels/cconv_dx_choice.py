@@ -37,12 +37,25 @@ _SAMPLES = 3  # (timings of each way: a geometry costs about eight calls, once p
 _OPEN = 2.0
 
 
+_forward_source = ""  # the padded forward's C source (kernels/cconv.py hands it over as it loads)
+
+
+def use_source(text: str) -> None:
+    """The padded forward's C source, part of the machine key with the col2im's: a changed
+    kernel is measured again (handed over by kernels/cconv.py, which imports this module, so
+    that this one never imports it back)."""
+    global _forward_source
+    _forward_source = text
+    _machine_key.cache_clear()
+
+
 @functools.cache
 def _machine_key() -> str:
-    from . import cconv, cconv_col2im
+    from . import cconv_col2im
     from .cpool import cpu_count, cpu_model
 
-    source = hashlib.sha256((cconv.SOURCE + cconv_col2im.SOURCE).encode()).hexdigest()[:16]
+    text = _forward_source + cconv_col2im.SOURCE
+    source = hashlib.sha256(text.encode()).hexdigest()[:16]
     return f"{cpu_model()}|{cpu_count()}|{source}|v{FORMAT_VERSION}"
 
 
@@ -67,15 +80,15 @@ def _counts(gy_shape, w_shape, p, groups: int, itemsize: int) -> tuple[float, fl
     return cconv_col2im.counts(gy_shape, w_shape, p, groups, itemsize)
 
 
-def _measure(gy_shape, w_shape, p, groups: int, dtype, counted: bool) -> bool:
-    from . import cconv, cconv_col2im, cpool
+def _measure(gy_shape, w_shape, p, groups: int, dtype, counted: bool, padded_way) -> bool:
+    from . import cconv_col2im, cpool
 
     rng = np.random.default_rng(0)
     gy = rng.standard_normal(gy_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
     ways = [
         functools.partial(cconv_col2im.input_grad, gy, w, p, groups),
-        functools.partial(cconv.padded_input_grad, gy, w, p, groups),
+        functools.partial(padded_way, gy, w, p, groups),
     ]
     if any(way() is None for way in ways):  # (either declines: the count decides)
         return counted
@@ -84,11 +97,11 @@ def _measure(gy_shape, w_shape, p, groups: int, dtype, counted: bool) -> bool:
     return choose(times, 0 if counted else 1) == 0
 
 
-def col2im_runs(gy_shape, w_shape, p, groups: int, dtype, counted: bool) -> bool:
+def col2im_runs(gy_shape, w_shape, p, groups: int, dtype, counted: bool, padded_way) -> bool:
     """Whether the float32/float64 input gradient of this geometry runs the product and col2im
     (``counted``: the counted verdict, returned where the counts are far apart, the operands'
     dtype is another, no compiler, or ``EMBER_CONV_LAYOUT=count``); measured once per machine
-    and geometry otherwise."""
+    and geometry otherwise, against ``padded_way`` (kernels/cconv.py's padded forward)."""
     from .._env import setting
     from . import ccompile, cpool
 
@@ -105,6 +118,6 @@ def col2im_runs(gy_shape, w_shape, p, groups: int, dtype, counted: bool) -> bool
     key += f"|{cpool.get_num_threads()}|{int(counted)}"
     found = _choices.get(key)
     if found is None:
-        found = _measure(tuple(gy_shape), tuple(w_shape), p, groups, dtype, counted)
+        found = _measure(tuple(gy_shape), tuple(w_shape), p, groups, dtype, counted, padded_way)
         _choices.put(key, found)
     return found

@@ -121,9 +121,12 @@ class Float(Rule):
 
 
 class Number(Rule):
-    """Any number a tensor can hold (a fill value, a scalar factor): bool, real or complex."""
+    """Any number a tensor can hold (a fill value, a scalar factor): bool, real or complex, or
+    a symbolic size (a graph over symbolic sizes fills with an element count: a mean's)."""
 
     def problem(self, value, ranks):
+        if _symbolic(value):
+            return None
         if isinstance(value, (bool, np.bool_)) or _whole(value):
             return None if -(2**64) < value < 2**64 else "is too large"
         return None if isinstance(value, numbers.Number) else "should be a number"

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..types import TensorType
+from . import _attr_rules as R
 from ._registry import Cost, OpDef, apply, register
 from ._rules import Complex, Effect
 
@@ -43,6 +44,8 @@ HOST_PRINT = register(
         cost=lambda in_types, out_types, attrs: Cost(0, 0),
         save_inputs=(),
         effect=Effect(ordered="print"),
+        # (a capture's own callback: no graph file's tags make a callable, so none loads)
+        attrs={"printer": R.Kind("a callable", callable)},
         doc="host_print(*tensors; printer): printer(*values) each time the graph runs (a "
         "print call inside a captured function), a 0-d bool result",
     )

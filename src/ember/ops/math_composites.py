@@ -13,6 +13,7 @@ from .. import dtypes as dt
 from ..errors import DTypeError, KernelDTypeError
 from . import _onnx
 from . import api as E
+from ._created_nan import positive_created_nan
 from ._node_names import renames
 from ._registry import INPLACE, PUBLIC, OpDef, apply, export, is_traced, register
 from ._util import elementwise_cost, require_float, same_type
@@ -105,6 +106,9 @@ def _logit_infer(x, *, eps):
     return same_type(x)
 
 
+_POSITIVE_NAN_LOG = positive_created_nan(np.log)
+
+
 def _logit_kernel(x, *, eps):
     # (16-bit floats: each step computed in float32 and rounded to the dtype, as PyTorch's
     # kernel does its scalar_t arithmetic)
@@ -116,7 +120,9 @@ def _logit_kernel(x, *, eps):
         wide = x.astype(np.float32) if half else x
         rest = (1 - wide).astype(dtype).astype(wide.dtype) if half else 1 - wide
         ratio = (wide / rest).astype(dtype).astype(wide.dtype) if half else wide / rest
-        return np.log(ratio).astype(dtype, copy=False)
+    # (a NaN the log creates from a negative ratio is PyTorch's +NaN, not NumPy's -NaN:
+    # ops/_created_nan.py)
+    return _POSITIVE_NAN_LOG(ratio).astype(dtype, copy=False)
 
 
 def _logit_vjp(c, g):

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..types import TensorType
+from . import _attr_rules as R
 from . import api as E
 from ._registry import OpDef, apply, constant, export, register
 from ._rules import Complex
@@ -38,7 +39,34 @@ def _positions(size, stride, offset) -> np.ndarray:
 
 
 def _infer(x, *, size, stride, offset, within=None):
+    if within is not None:
+        _check_within(x, within)
     return TensorType(tuple(size), x.dtype)
+
+
+def _check_within(x, within) -> None:
+    """``within``, the input's own elements as a window (sizes, strides, offset) of the source
+    ``x``, the gradient's mask: inside ``x`` and no more elements than it has (a graph file's
+    value reaches an index and an allocation of its size)."""
+    n = int(np.prod(x.shape, dtype=np.int64)) if all(isinstance(d, int) for d in x.shape) else None
+    ok = isinstance(within, (tuple, list)) and len(within) == 3
+    if ok:
+        sizes, strides, start = within
+        ok = (
+            isinstance(sizes, (tuple, list))
+            and isinstance(strides, (tuple, list))
+            and len(sizes) == len(strides)
+            and all(type(v) is int and v >= 0 for v in (*sizes, *strides, start))
+        )
+    if ok and n is not None:
+        count = int(np.prod(sizes, dtype=object))
+        last = start + sum((d - 1) * s for d, s in zip(sizes, strides))
+        ok = count <= n and (count == 0 or last < n)
+    if not ok:
+        raise ShapeError(
+            f"within {str(within)[:120]} is no window of the source's {n} elements",
+            op="as_strided_view",
+        )
 
 
 def _window(flat, size, stride, offset):
@@ -117,6 +145,7 @@ AS_STRIDED_VIEW = register(
         batch=None,
         onnx=_onnx_rule,
         grad_fn="AsStridedBackward0",
+        attrs={"within": R.Optional(R.Structured("a window the shape rule checks against x"))},
         doc="as_strided_view(x; size, stride, offset): the window of x's row-major elements at "
         "offset + sum(i_k * stride_k) (a view where x is contiguous); ``within``: the "
         "(size, stride, offset) of the elements the gradient reaches, where the user's tensor "
