@@ -8,6 +8,8 @@ but for the vector math library's few ulps), with the NumPy interpreter (the spe
 PyTorch; an imported ONNX model agrees with onnxruntime. Without a compiler nothing fuses and
 the NumPy kernels run (the same assertions, the fused-node count excepted)."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -131,7 +133,7 @@ CASES = [
 @pytest.mark.parametrize(("name", "geometry", "dtype"), CASES)
 def test_the_stored_activation_agrees_with_the_unfused_graph_and_numpy(name, geometry, dtype):
     act, _ = ACTIVATIONS[name]
-    arrays, geo = _case(geometry, dtype, seed=hash((name, geometry)) % 1000)
+    arrays, geo = _case(geometry, dtype, seed=zlib.crc32(repr((name, geometry)).encode()) % 1000)
 
     def block(x, w, b):
         return act(F.conv2d(x, w, b, **geo))

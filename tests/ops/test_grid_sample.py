@@ -6,6 +6,7 @@ and alignment of 4-D and 5-D inputs eagerly in float64, values, first and second
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ _CASES = [
 
 @pytest.mark.parametrize("dims,mode,padding", _CASES)
 def test_values_gradients_and_second_derivatives_equal_pytorchs(dims, mode, padding):
-    rng = np.random.default_rng(hash((dims, mode, padding)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((dims, mode, padding)).encode()))
     for align in (False, True):
         x = rng.standard_normal((2, 3, *(4, 5, 3)[:dims]))
         grid = rng.uniform(-1.4, 1.4, (2, *(3, 2, 2)[:dims], dims))
