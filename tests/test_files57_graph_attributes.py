@@ -29,6 +29,7 @@ from ember.runtime import cgraph
 from ember.runtime.executors import get_executor
 
 from . import files54_fuzzing as fz
+from .files59_attr_fuzz import tagged as _tagged
 
 
 def _programs():
@@ -44,18 +45,6 @@ def _programs():
     ]  # fmt: skip
 
 
-def _tagged(value) -> dict:
-    if isinstance(value, bool):
-        return {"t": "bool", "v": value}
-    if isinstance(value, int):
-        return {"t": "int", "v": value}
-    if isinstance(value, float):
-        return {"t": "float", "v": value if np.isfinite(value) else str(value)}
-    if isinstance(value, str):
-        return {"t": "str", "v": value}
-    if value is None:
-        return {"t": "none", "v": None}
-    return {"t": "tuple", "v": [_tagged(v) for v in value]}
 
 
 HOSTILE = [0, -1, 1, 2, 5, -7, 2**31, 2**62, -(2**62), 0.5, float("nan"), float("inf"), True,
