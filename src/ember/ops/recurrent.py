@@ -34,7 +34,14 @@ from ..types import TensorType
 from ._registry import Cost, OpDef, apply, current_mode, is_grad_enabled, register
 from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
-from .recurrent_double import gru_backward, lstm_backward, recurrence_length
+from .recurrent_double import (
+    _order,
+    gru_backward,
+    gru_steps,
+    lstm_backward,
+    lstm_steps,
+    recurrence_length,
+)
 
 
 @functools.cache
@@ -107,10 +114,6 @@ def _recurrent_cost(products: int, weight: int = -1):
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
-
-
-def _order(steps: int, reverse: bool) -> list[int]:
-    return list(range(steps - 1, -1, -1) if reverse else range(steps))
 
 
 def _previous(y: np.ndarray, h0: np.ndarray, reverse: bool) -> np.ndarray:
@@ -224,29 +227,8 @@ def _lstm_grad_infer(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, rev
 
 
 def _lstm_grad_kernel(gy, ghn, gcn, gcs, gacts, y, acts, cs, h0, c0, w_hh, *, reverse):
-    steps, rows, hidden = y.shape
-    dg = np.empty_like(acts)
-    dh, dc = ghn, gcn
-    order = _order(steps, reverse)
-    for k in range(steps - 1, -1, -1):
-        t = order[k]
-        c_prev = cs[order[k - 1]] if k else c0
-        a = acts[t]
-        i, f = a[:, :hidden], a[:, hidden : 2 * hidden]
-        g, o = a[:, 2 * hidden : 3 * hidden], a[:, 3 * hidden :]
-        ga = gacts[t]
-        dh = dh + gy[t]
-        tc = np.tanh(cs[t])
-        d_out = dh * tc + ga[:, 3 * hidden :]
-        dc = dc + gcs[t] + dh * o * (1 - tc * tc)
-        di = dc * g + ga[:, :hidden]
-        df = dc * c_prev + ga[:, hidden : 2 * hidden]
-        d_g = dc * i + ga[:, 2 * hidden : 3 * hidden]
-        dg[t] = np.concatenate(
-            [di * i * (1 - i), df * f * (1 - f), d_g * (1 - g * g), d_out * o * (1 - o)], axis=1
-        )
-        dc = dc * f
-        dh = np.matmul(dg[t], w_hh)
+    dgs, dh, dc = lstm_steps(np, gy, ghn, gcn, gcs, gacts, acts, cs, c0, w_hh, reverse)
+    dg = np.stack(dgs, 0).astype(acts.dtype, copy=False) if dgs else np.empty_like(acts)
     return dg, np.array(dh, copy=True), np.array(dc, copy=True), _weight_grad(dg, y, h0, reverse)
 
 
@@ -492,27 +474,10 @@ def _gru_grad_infer(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
 
 
 def _gru_grad_kernel(gy, ghn, gacts, y, acts, h0, w_hh, *, reverse):
-    steps, rows, hidden = y.shape
-    dgx = np.empty((steps, rows, 3 * hidden), y.dtype)
-    dgh = np.empty_like(dgx)
-    dh = ghn
-    order = _order(steps, reverse)
-    for k in range(steps - 1, -1, -1):
-        t = order[k]
-        h_prev = y[order[k - 1]] if k else h0
-        a, ga = acts[t], gacts[t]
-        r, z = a[:, :hidden], a[:, hidden : 2 * hidden]
-        n, hn = a[:, 2 * hidden : 3 * hidden], a[:, 3 * hidden :]
-        dh = dh + gy[t]
-        dn = dh * (1 - z) + ga[:, 2 * hidden : 3 * hidden]
-        dz = dh * (h_prev - n) + ga[:, hidden : 2 * hidden]
-        dpn = dn * (1 - n * n)
-        dr = dpn * hn + ga[:, :hidden]
-        dhn = dpn * r + ga[:, 3 * hidden :]
-        dpr, dpz = dr * r * (1 - r), dz * z * (1 - z)
-        dgx[t] = np.concatenate([dpr, dpz, dpn], axis=1)
-        dgh[t] = np.concatenate([dpr, dpz, dhn], axis=1)
-        dh = dh * z + np.matmul(dgh[t], w_hh)
+    dgx, dgh, dh = gru_steps(np, gy, ghn, gacts, y, acts, h0, w_hh, reverse)
+    gates = acts[..., : 3 * (acts.shape[2] // 4)]  # (no steps: empty gradients of this shape)
+    dgx = np.stack(dgx, 0).astype(y.dtype, copy=False) if dgx else np.empty_like(gates)
+    dgh = np.stack(dgh, 0).astype(y.dtype, copy=False) if dgh else np.empty_like(gates)
     dw = _weight_grad(dgh, y, h0, reverse)
     return dgx, np.array(dh, copy=True), dw, dgh.sum(axis=(0, 1))
 
