@@ -1,6 +1,9 @@
 """Matrix products of the zoo's transformer models: ember's `kernels/cgemm.gemm` against
 ``torch.matmul`` and ``np.matmul``, interleaved in one process (medians of many rounds), at 1
-and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N] [--clock auto]``.
+and 2 threads. ``python benchmarks/gemm.py [--threads 1,2] [--rounds N] [--clock auto]
+[--sets transformer,square,conv]``: ``square`` adds square products from 256 to 2048, ``conv``
+the products of convolution layers as im2col GEMMs (M = batch x output positions, K = 9 x
+input channels, N = output channels: ResNet's 3x3 stages at batch 64).
 
 The header gives the CPU's float32 multiply-add peak per core, measured (`fma_peak`: twelve
 independent chains of 64-byte vector multiply-adds, which the compiler emits as AVX-512 FMAs
@@ -25,14 +28,23 @@ import time
 import numpy as np
 
 
-def shapes():
-    """(name, a, b) operand factories: the transformer blocks' products and their gradients."""
+def shapes(sets=("transformer",)):
+    """(name, a, b) operands: the transformer blocks' products and their gradients, and the
+    square and convolution-shaped products of ``sets``."""
     r = np.random.default_rng(0)
 
     def f(*s):
         return r.standard_normal(s).astype(np.float32)
 
     out = []
+    if "square" in sets:
+        out += [(f"square {s}", f(s, s), f(s, s)) for s in (256, 512, 1024, 2048)]
+    if "conv" in sets:
+        for m, k, n in ((4096, 1152, 128), (1024, 2304, 256), (256, 4608, 512), (4096, 576, 64)):
+            out.append((f"conv {m}x{k}@{k}x{n}", f(m, k), f(k, n)))
+            out.append((f"conv dW {k}x{m}^T@{m}x{n}", f(m, k).T, f(m, n)))  # x^T dy
+    if "transformer" not in sets:
+        return out
     for m, k, n in ((1024, 256, 768), (1024, 256, 1024), (1024, 1024, 256), (1024, 256, 256)):
         out.append((f"{m}x{k}@{k}x{n}", f(m, k), f(k, n)))
         out.append((f"AT {k}x{m}^T@{k}x{n}", f(k, m).T, f(k, n)))  # weight gradient x^T dy
@@ -132,6 +144,7 @@ def main():
     p.add_argument("--filter", default="")
     p.add_argument("--stat", default="min", choices=("min", "median"))
     p.add_argument("--clock", default="auto", choices=("auto", "thread", "wall"))
+    p.add_argument("--sets", default="transformer", help="transformer,square,conv")
     args = p.parse_args()
     model = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next(
@@ -149,7 +162,7 @@ def main():
             f"\n{'':11s} {'product':34s} {'ember us':>9s} {'torch us':>9s}"
             f" {'numpy us':>9s} {'e/torch':>8s}"
         )
-        cases = shapes()
+        cases = shapes(tuple(args.sets.split(",")))
         _watch_weights(cases)
         for name, a, b in cases:
             if args.filter and args.filter not in name:

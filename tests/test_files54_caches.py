@@ -25,6 +25,7 @@ from . import files54_fuzzing as fz
 
 def _tuning():
     rows = ((524288, 2e-5, 1e-5, 1), (4194304, 1e-4, 2e-4, 0), (33554432, 1e-3, 1e-3, 0))
+    rows = (rows + ((268435456, 5e-3, 1e-2, 0),))[: len(gemm_tune._PRODUCTS)]
     few = (0, 0, 2, 1, 1, 1, 1, 2, 1, 1)[: len(gemm_tune._FEW_ROWS)]
     packed = (0, 0, 0, 0, 1, 0, 1, 1, 1, 1)[: len(gemm_tune._FEW_ROWS)]
     return gemm_tune.GemmTuning(

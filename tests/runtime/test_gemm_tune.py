@@ -31,6 +31,7 @@ _PACKED = (0, 0, 0, 0, 1, 0, 1, 1, 1, 1)
 
 def _fake(wake_s=1e-5, few=(SKINNY, SKINNY, BLAS, OWN, OWN, OWN, OWN, BLAS, OWN, OWN)):
     rows = ((524288, 2e-5, 1e-5, 1), (4194304, 1e-4, 2e-4, 0), (33554432, 1e-3, 1e-3, 0))
+    rows += ((268435456, 5e-3, 1e-2, 0),)
     return gemm_tune.GemmTuning(
         gemm_tune.machine_key(), wake_s, 1e11, 3e10, dict.fromkeys(gemm_tune.DTYPES, rows),
         dict.fromkeys(gemm_tune.DTYPES, few), dict.fromkeys(gemm_tune.DTYPES, _PACKED),
@@ -202,7 +203,7 @@ def test_measuring_again_holds_the_previous_choices_of_close_calls(monkeypatch):
         want = tuple(c if has_blas or c != BLAS else OWN for c in before.few[name])
         assert again.few[name] == want
         assert again.packed[name] == before.packed[name]
-        assert [row[3] for row in again.products[name]] == ([1, 0, 0] if has_blas else [0] * 3)
+        assert [row[3] for row in again.products[name]] == ([1, 0, 0, 0] if has_blas else [0] * 4)
 
 
 def test_forced_calibration_hands_the_held_tuning_to_measure(cache, monkeypatch):

@@ -1,14 +1,19 @@
 """The C source of ember's GEMM (kernels/cgemm.py compiles it, per dtype, with ``T`` and
 ``BLAS_INT`` defined): `OWN_GEMM`, ember's single-threaded GEMM on the shared micro-kernel
 (kernels/cmicro.py), and `DISPATCH`, which splits a product over ember's thread pool with BLAS
-(or ember's own kernel) single-threaded in each thread, plus the few-rows kernel ``ember_skinny``.
+(or ember's own kernel) single-threaded in each thread, plus the few-rows kernel ``ember_skinny``
+(kernels/cgemm_skinny_source.py).
 """
 
-from . import cache_sizes
+import os
+
+from . import cache_sizes, cmicro
+from .cgemm_skinny_source import SKINNY
 
 __all__ = ["DISPATCH", "OWN_GEMM", "TILES"]
 
-DISPATCH = r"""
+DISPATCH = (
+    r"""
 typedef void (*ember_task)(void *, long, long);
 typedef void (*ember_pool)(ember_task, void *, long, long);
 typedef int (*set_local_fn)(int);
@@ -97,179 +102,9 @@ void ember_gemm(void *gemm, void *set_local, int process_wide, int ta, int tb, i
   blas_leave(j.set_local, process_wide, previous);
 }
 
-/* ------------------------------------------------------------------ few rows of A
-   C (m x n) = A (m x k, row-major) @ op(B) for small m, with no packing: the blocked GEMM
-   packs all of B per call, which for a few rows (a batch of one, a decoder's token) costs more
-   than the product. tb: B is n x k row-major (a linear layer's weight), each C[i][j] a dot
-   product of two contiguous rows, four rows of A by four of B at a time (the four of B stay in
-   L1 while every row of A passes); else B is k x n row-major, rows of C accumulated as sums of
-   B's rows scaled by A's values, four rows of C by four vectors of columns at a time. */
-struct skinny { int tb; long m, n, k, lda, ldb, ldc; const T *a, *b; T *c; };
-
-/* the sum of v's lanes by halving the vector (two vector adds, then a few scalar ones): one
-   scalar add per lane, a long chain, cost a large share of a dot product of a layer's width */
-static T hsum(vec v) {
-  typedef T half __attribute__((vector_size(32)));
-  typedef T quarter __attribute__((vector_size(16)));
-  half lo, hi;
-  memcpy(&lo, &v, 32);
-  memcpy(&hi, (char *)&v + 32, 32);
-  lo += hi;
-  quarter a, b;
-  memcpy(&a, &lo, 16);
-  memcpy(&b, (char *)&lo + 16, 16);
-  a += b;
-  T s = 0;
-  for (long i = 0; i < (long)(16 / sizeof(T)); i++) s += a[i];
-  return s;
-}
-
-/* C[i..i+NI][j..j+4] as dot products (NI rows of A: a constant where it is inlined) */
-static inline __attribute__((always_inline)) void dots_block(const struct skinny *s, long i,
-                                                             long j, long nj, const int NI) {
-  long kv = s->k / VL * VL;
-  const T *w[4], *x[4];
-  for (int q = 0; q < 4; q++) w[q] = s->b + (j + (q < nj ? q : 0)) * s->ldb;
-  for (int r = 0; r < NI; r++) x[r] = s->a + (i + r) * s->lda;
-  vec acc[4][4];
-  for (int r = 0; r < NI; r++)
-    for (int q = 0; q < 4; q++) acc[r][q] = (vec){0};
-  for (long p = 0; p < kv; p += VL) {
-    vec wv[4];
-    for (int q = 0; q < 4; q++) {
-      wv[q] = *(const uvec *)(w[q] + p);
-      /* (kept in a register: else GCC loads each again for every row, twice the loads) */
-      __asm__("" : "+v"(wv[q]));
-    }
-    for (int r = 0; r < NI; r++) {
-      vec xv = *(const uvec *)(x[r] + p);
-      __asm__("" : "+v"(xv));
-      for (int q = 0; q < 4; q++) acc[r][q] += xv * wv[q];
-    }
-  }
-  for (int r = 0; r < NI; r++)
-    for (long q = 0; q < nj; q++) {
-      T sum = hsum(acc[r][q]);
-      for (long p = kv; p < s->k; p++) sum += x[r][p] * w[q][p];
-      s->c[(i + r) * s->ldc + j + q] = sum;
-    }
-}
-
-/* the first `rem` values from p (none where rem <= 0), zeros after them, reading nothing
-   beyond them (p's row may end the array) */
-#if defined(__AVX512F__)
-#include <immintrin.h>
-static inline vec part_load(const T *p, long rem) {
-  if (rem <= 0) return (vec){0};
-  if (rem >= VL) return *(const uvec *)p;
-  if (sizeof(T) == 4) return (vec)_mm512_maskz_loadu_ps((__mmask16)((1u << rem) - 1), p);
-  return (vec)_mm512_maskz_loadu_pd((__mmask8)((1u << rem) - 1), p);
-}
-#else
-static inline vec part_load(const T *p, long rem) {
-  vec v = {0};
-  for (long e = 0; e < rem && e < VL; e++) v[e] = p[e];
-  return v;
-}
-#endif
-
-/* rows_block's C[i..i+NI][j..j1] where j1 - j < four vectors (a narrow product, n = 24 say, or
-   the last columns): whole vectors loaded as such, the last part masked (element by element, a
-   long k cost 10x the product). Its own function, so the full blocks' loop stays as tight */
-static inline __attribute__((always_inline)) void part_rows(const struct skinny *s, long i,
-                                                            long j, long j1, const int NI) {
-  vec acc[4][4];
-  long rem[4];
-  for (int v = 0; v < 4; v++) rem[v] = j1 - j - v * VL;
-  for (int r = 0; r < NI; r++)
-    for (int v = 0; v < 4; v++) acc[r][v] = (vec){0};
-  for (long p = 0; p < s->k; p++) {
-    const T *brow = s->b + p * s->ldb + j;
-    vec bv[4];
-    for (int v = 0; v < 4; v++) {
-      bv[v] = part_load(brow + v * VL, rem[v]);
-      __asm__("" : "+v"(bv[v]));
-    }
-    for (int r = 0; r < NI; r++) {
-      T av = s->a[(i + r) * s->lda + p];
-      for (int v = 0; v < 4; v++) acc[r][v] += av * bv[v];
-    }
-  }
-  for (int r = 0; r < NI; r++)
-    for (int v = 0; v < 4; v++)
-      for (long e = 0; e < VL && e < rem[v]; e++)
-        s->c[(i + r) * s->ldc + j + v * VL + e] = acc[r][v][e];
-}
-
-static __attribute__((noinline)) void part_block(const struct skinny *s, long i, long j,
-                                                 long j1, int rows) {
-  switch (rows) {
-    case 1: part_rows(s, i, j, j1, 1); break;
-    case 2: part_rows(s, i, j, j1, 2); break;
-    case 3: part_rows(s, i, j, j1, 3); break;
-    default: part_rows(s, i, j, j1, 4);
-  }
-}
-
-/* C[i..i+NI][j..j+nv vectors] as sums of B's rows (NI: a constant where it is inlined) */
-static inline __attribute__((always_inline)) void rows_block(const struct skinny *s, long i,
-                                                             long j, long j1, const int NI) {
-  long nv = (j1 - j + VL - 1) / VL < 4 ? (j1 - j + VL - 1) / VL : 4;
-  if (j + 4 * VL > j1) {
-    part_block(s, i, j, j1, NI);
-    return;
-  }
-  vec acc[4][4];
-  for (int r = 0; r < NI; r++)
-    for (int v = 0; v < 4; v++) acc[r][v] = (vec){0};
-  for (long p = 0; p < s->k; p++) {
-    const T *brow = s->b + p * s->ldb + j;
-    vec bv[4];
-    for (int v = 0; v < 4; v++) {
-      bv[v] = *(const uvec *)(brow + v * VL);
-      __asm__("" : "+v"(bv[v]));  /* (kept in a register, as in dots_block) */
-    }
-    for (int r = 0; r < NI; r++) {
-      T av = s->a[(i + r) * s->lda + p];
-      for (int v = 0; v < 4; v++) acc[r][v] += av * bv[v];
-    }
-  }
-  for (int r = 0; r < NI; r++)
-    for (long v = 0; v < nv; v++)
-      for (long e = 0; e < VL && j + v * VL + e < j1; e++)
-        s->c[(i + r) * s->ldc + j + v * VL + e] = acc[r][v][e];
-}
-
-/* the block at rows i.., columns j.. (to j1) of either form, NI rows of it */
-static inline __attribute__((always_inline)) void skinny_block(const struct skinny *s, long i,
-                                                               long j, long j1, const int NI) {
-  if (s->tb) dots_block(s, i, j, j1 - j < 4 ? j1 - j : 4, NI);
-  else rows_block(s, i, j, j1, NI);
-}
-
-/* columns lo..hi: blocks of four columns (dot products) or four vectors of them (sums of
-   rows), each for every block of up to four rows, the row count a constant in each call */
-static void skinny_part(void *job, long lo, long hi) {
-  const struct skinny *s = job;
-  long width = s->tb ? 4 : 4 * VL;
-  for (long j = lo; j < hi; j += width)
-    for (long i = 0; i < s->m; i += 4) {
-      switch (s->m - i < 4 ? s->m - i : 4) {
-        case 1: skinny_block(s, i, j, hi, 1); break;
-        case 2: skinny_block(s, i, j, hi, 2); break;
-        case 3: skinny_block(s, i, j, hi, 3); break;
-        default: skinny_block(s, i, j, hi, 4);
-      }
-    }
-}
-
-void ember_skinny(int tb, long m, long n, long k, const T *a, long lda, const T *b, long ldb,
-                  T *c, long ldc, long align, ember_pool pool) {
-  struct skinny s = {tb, m, n, k, lda, ldb, ldc, a, b, c};
-  if (pool) pool(skinny_part, &s, n, align);
-  else skinny_part(&s, 0, n);
-}
 """
+    + SKINNY
+)
 
 # Shared by `OWN_GEMM` and kernels/cprepack.py's product on packed weights (after kernels/
 # cmicro.py's MICRO, whose vec, uvec, MR, NR, VL they use): `transpose8x16`, which packs eight
@@ -336,12 +171,25 @@ MICRO_C(micro2_c, 2)
 """
 
 # ember's own single-threaded GEMM on the shared micro-kernel (kernels/cmicro.py), with the
-# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes). A is
-# packed whole into panels of MR rows; then for each panel of NR columns of B, block by block
-# of KC along K, each block is packed and every panel of A multiplied into its MR x NR tile of
-# accumulators, which are stored into C once K is done.
+# CBLAS signature (row-major; alpha 1 and beta 0, the only values `ember_gemm` passes), blocked
+# as GotoBLAS blocks (the sizes from the caches: cmicro.py `gemm_blocks`): for each block of
+# GEMM_NC columns of B, for each block of GEMM_KC steps of K, the block of B is packed into
+# panels of NR columns (in the last level); then for each block of GEMM_MC rows of A, packed
+# into panels of MR rows (in L2), every panel of B's block (streaming from L2 through L1) is
+# multiplied by every panel of A's into its MR x NR tile of C, summed in C itself where the
+# tile is whole.
+_BLOCKS = [
+    cmicro.gemm_blocks(
+        size, cache_sizes.l2_bytes(), cache_sizes.last_level_bytes(), os.cpu_count() or 1
+    )
+    for size in (4, 8)
+]
 OWN_GEMM = (
     f"#define L1_BYTES {cache_sizes.l1_data_bytes()}L\n"
+    + "".join(
+        f"#define GEMM_{name} (sizeof(T) == 4 ? {_BLOCKS[0][i]}L : {_BLOCKS[1][i]}L)\n"
+        for i, name in enumerate(("MC", "KC", "NC"))
+    )
     + r"""
 #include <stdlib.h>
 #include <string.h>
@@ -530,38 +378,86 @@ static long panel_width(long n, long j0) {
   return vectors <= 2 || vectors == 4 ? 2 * VL : NR;
 }
 
+/* the size of each of the fewest blocks of at most `most` (a multiple of `unit`) that cover
+   `total`, evened out and rounded up to `unit` (k = 600 in blocks of 512: two of 304, not 512
+   and 88) */
+static long even_block(long total, long most, long unit) {
+  long blocks = (total + most - 1) / most;
+  long size = (total + blocks - 1) / blocks;
+  return (size + unit - 1) / unit * unit;
+}
+
+/* the whole MR x width tile of C at `to` (rows ldc apart): fetched now, while the tile before it
+   is summed, so that the micro-kernel's loads of it at the start of its block and its stores
+   at the end do not wait on memory (each of its rows is a line or two of its own, a stream
+   too short for the hardware prefetchers) */
+static inline void prefetch_tile(const T *to, long ldc, long width) {
+  for (int r = 0; r < MR; r++) {
+    const char *row = (const char *)(to + r * ldc);
+    long bytes = width * (long)sizeof(T);
+    for (long off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 1, 3);
+    __builtin_prefetch(row + bytes - 1, 1, 3);
+  }
+}
+
+/* the partial tiles of a block of columns: a tile of the last rows (fewer than MR) by panel q of
+   the block at `tiles + q`, a tile of a narrow last panel (fewer columns than its width) by
+   row panel gi after the block's panels */
+#define PARTIAL_TILE(gi, q) (tiles + ((gi) == full ? (q) : most_panels + (gi)) * MR * NR)
+
 static void ember_own_gemm(int order, int transa, int transb, BLAS_INT m_, BLAS_INT n_,
                            BLAS_INT k_, T alpha, const T *a, BLAS_INT lda, const T *b,
                            BLAS_INT ldb, T beta, T *c, BLAS_INT ldc) {
   (void)order, (void)alpha, (void)beta;
   long m = m_, n = n_, k = k_; /* all positive: `matmul` leaves empty products to NumPy */
+  int ta = transa == 112, tb = transb == 112;
   long mp = (m + MR - 1) / MR, full = m / MR; /* panels of A, those of MR rows */
-  long a_size = (mp * MR * k + VL - 1) / VL * VL; /* (tiles and bp stay 64-byte aligned) */
-  T *ap = scratch((size_t)(a_size + mp * MR * NR + KC * NR) * sizeof(T));
-  T *tiles = ap + a_size, *bp = tiles + mp * MR * NR;
-  pack_a(transa == 112, a, lda, m, k, ap);
-  for (long j0 = 0, width; j0 < n; j0 += width) {
-    width = panel_width(n, j0);
-    long nr = n - j0 < width ? n - j0 : width;
-    for (long p0 = 0; p0 < k; p0 += KC) {
-      long kc = k - p0 < KC ? k - p0 : KC;
-      pack_b(transb == 112, b, ldb, p0, kc, j0, nr, bp);
-      for (long ip = 0; ip < mp; ip++) {
-        const T *panel = ap + ip * MR * k + p0 * MR;
-        if (nr == width && ip < full) { /* a whole tile: summed in the result itself */
-          T *to = c + ip * MR * ldc + j0;
-          if (width == NR) micro3_c(kc, panel, bp, to, ldc, p0 == 0);
-          else micro2_c(kc, panel, bp, to, ldc, p0 == 0);
-        } else if (ip == full) /* the last rows, fewer than MR */
-          micro_rows_of(kc, panel, bp, tiles + ip * MR * NR, p0 == 0, (int)(m - full * MR),
-                        width == NR ? 3 : 2);
-        else if (width == NR) micro(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
-        else micro2(kc, panel, bp, tiles + ip * MR * NR, p0 == 0);
+  long kb = even_block(k, GEMM_KC, 16), mb = even_block(m, GEMM_MC, MR);
+  /* (the panels of a block of columns: NR wide but the last two, which may be two vectors) */
+  long most_panels = (n < GEMM_NC ? n : GEMM_NC) / NR + 2;
+  size_t a_size = (size_t)mb * kb, b_size = (size_t)most_panels * kb * NR;
+  T *ap = scratch((a_size + b_size + (size_t)(most_panels + mp) * MR * NR) * sizeof(T));
+  T *bp = ap + a_size, *tiles = bp + b_size; /* (64-byte aligned: mb is a multiple of MR) */
+  for (long jc = 0, jend; jc < n; jc = jend) {
+    /* a block of columns: whole panels from jc until GEMM_NC columns are covered */
+    for (jend = jc; jend < n && jend - jc < GEMM_NC;) jend += panel_width(n, jend);
+    if (jend > n) jend = n;
+#define PANELS                                                                \
+  for (long j0 = jc, q = 0, width, nr; j0 < jend && (width = panel_width(n, j0), \
+       nr = n - j0 < width ? n - j0 : width, 1); j0 += width, q++)
+    for (long p0 = 0; p0 < k; p0 += kb) {
+      long kc = k - p0 < kb ? k - p0 : kb;
+      for (long i0 = 0; i0 < m; i0 += mb) {
+        long mc = m - i0 < mb ? m - i0 : mb, panels_a = (mc + MR - 1) / MR;
+        pack_a(ta, ta ? a + p0 * lda + i0 : a + i0 * lda + p0, lda, mc, kc, ap);
+        PANELS {
+          T *bq = bp + q * kc * NR;
+          /* (each panel of B packed just before the first block of A uses it, still in L1) */
+          if (i0 == 0) pack_b(tb, b, ldb, p0, kc, j0, nr, bq);
+          for (long ip = 0; ip < panels_a; ip++) {
+            long gi = i0 / MR + ip;
+            const T *panel = ap + ip * MR * kc;
+            if (nr == width && gi + 1 < full && ip + 1 < panels_a)
+              prefetch_tile(c + (gi + 1) * MR * ldc + j0, ldc, width);
+            if (nr == width && gi < full) { /* a whole tile: summed in the result itself */
+              T *to = c + gi * MR * ldc + j0;
+              if (width == NR) micro3_c(kc, panel, bq, to, ldc, p0 == 0);
+              else micro2_c(kc, panel, bq, to, ldc, p0 == 0);
+            } else if (gi == full) /* the last rows, fewer than MR */
+              micro_rows_of(kc, panel, bq, PARTIAL_TILE(gi, q), p0 == 0, (int)(m - full * MR),
+                            width == NR ? 3 : 2);
+            else if (width == NR) micro(kc, panel, bq, PARTIAL_TILE(gi, q), p0 == 0);
+            else micro2(kc, panel, bq, PARTIAL_TILE(gi, q), p0 == 0);
+          }
+        }
       }
     }
-    for (long i = nr == width ? full * MR : 0; i < m; i++) /* the partial tiles' values */
-      memcpy(c + i * ldc + j0, tiles + (i / MR) * MR * NR + (i % MR) * NR, nr * sizeof(T));
+    PANELS /* the partial tiles' values */
+      for (long i = nr == width ? full * MR : 0; i < m; i++)
+        memcpy(c + i * ldc + j0, PARTIAL_TILE(i / MR, q) + (i % MR) * NR, nr * sizeof(T));
+#undef PANELS
   }
 }
+#undef PARTIAL_TILE
 """
 )

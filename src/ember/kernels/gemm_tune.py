@@ -71,8 +71,11 @@ __all__ = [
 FORMAT_VERSION = 4  # 2: row counts up to PACK_ROWS, and ``packed``; 3: medians, choices held;
 # 4: the wake cost a median (files of 3 may hold a mean a loaded machine inflated)
 DTYPES = ("float32", "float64")
-# (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size
-_PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2))
+# (M, K, N, batch) of the timed products: attention-sized batches up to a linear layer's size,
+# and one whose operands outgrow L2 (3 MiB of float32: the own GEMM's cache blocking, or the
+# BLAS's, decides there; a product of 256 lies in L2 whole, and its choice was every larger
+# product's)
+_PRODUCTS = ((64, 64, 64, 16), (128, 128, 128, 4), (256, 256, 256, 2), (512, 512, 512, 1))
 # row counts of linear layers' products tried, rising (a batch of one to a transformer's few
 # dozen tokens)
 _FEW_ROWS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128)
