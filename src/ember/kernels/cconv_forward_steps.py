@@ -156,7 +156,7 @@ def forward_step(
             wide, split = cconv_step_choice.built_layout(
                 x_shape, w_shape, p, dtype, weight_constant,
                 functools.partial(forward_step, x_shape, w_shape, p, dtype, relu, weight_constant),
-                counted,
+                counted, cconv_step_choice.store_kind(relu),
             )  # fmt: skip
     if wide and pairs(dtype):
         return None
