@@ -11,13 +11,15 @@ ms). The eager forward times the layouts on its first call's operands
 program's life, so here the candidate steps run on random operands of the step's shapes when
 it is built: the counted choice is held unless another layout is `clearly_faster` (kernels/
 timing.py's rule, robust to a loaded machine), this thread's CPU time on one thread, wall time
-on more. The layouts sum every output in the same order (bit-identical, tested), so the choice
-changes the time only.
+on more, each timing repeating the step to about `_SAMPLE_S`. A step's store is part of the
+key (`store_kind`: none, a clamp, an activation), as the layouts store differently. The
+layouts sum every output in the same order (bit-identical, tested), so the choice changes the
+time only.
 
 The choices are kept by kernels/choice_cache.py in ember's cache directory, keyed by the machine
-(CPU model, core count, the kernels' C source): a geometry is measured once per machine, a few
-dozen calls of its layer, and a program's later builds read the file (one not trusted is
-ignored and replaced).
+(CPU model, core count, the kernels' C source): a geometry is measured once per machine and
+kind of store, about a millisecond per layout, and a program's later builds read the file (one
+not trusted is ignored and replaced).
 ``EMBER_CONV_LAYOUT=count`` keeps the counted choice.
 """
 
