@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from ember.kernels import ccompile, cconv, cpool
+from ember.kernels import ccompile, cconv, cconv_library, cpool
 from ember.kernels.conv_plan import plan
 from ember.kernels.cstep import STEP_CALL, function_address
 from ember.ops import _conv_kernels as K
@@ -53,12 +53,13 @@ def _source_plain() -> str:
 
 @contextmanager
 def _compiled_from(source: str):
-    """kernels/cconv.py's steps compiled from ``source`` within the block."""
-    saved = cconv.SOURCE
+    """kernels/cconv.py's steps compiled from ``source`` within the block (the library's
+    source, which kernels/cconv_library.py's `_step_function` reads at each build)."""
+    saved = cconv_library.SOURCE
 
     def use(text):
-        cconv.SOURCE = text
-        cconv._step_function.cache_clear()
+        cconv_library.SOURCE = text
+        cconv_library._step_function.cache_clear()
         cconv._steps().clear()
 
     use(source)

@@ -103,21 +103,47 @@ def test_the_counted_layout_is_held_unless_another_is_clearly_faster(choices_fil
     monkeypatch.delenv("EMBER_CONV_LAYOUT")
     ways = []
 
-    def timings(calls, samples, clock):  # every layout timed alike: a tie
+    def timings(calls, samples, clock, sample_s):  # every layout timed alike: a tie
         ways.append(len(calls))
+        assert sample_s > 0  # (each timing repeats a step: single calls time cold calls)
         return [[1.0, 1.1, 1.2]] * len(calls)
 
     monkeypatch.setattr(cconv_step_choice, "interleaved", timings)
     assert _way(cconv.forward_step(x_shape, w_shape, p, np.float32, None)) == counted
     assert ways == [3]  # (column panels, channels-wide, split by phases)
 
-    def one_faster(calls, samples, clock):  # the last candidate clearly faster
+    def one_faster(calls, samples, clock, sample_s):  # the last candidate clearly faster
         return [[1.0, 1.1, 1.2]] * (len(calls) - 1) + [[0.5, 0.55, 0.6]]
 
     monkeypatch.setattr(cconv_step_choice, "interleaved", one_faster)
     monkeypatch.setattr(cconv_step_choice._choices, "_loaded", {})
     choices_file.unlink()
     assert _way(cconv.forward_step(x_shape, w_shape, p, np.float32, None)) == (False, True)
+
+
+@needs_cc
+def test_a_store_with_a_clamp_or_an_activation_is_measured_apart(choices_file, monkeypatch):
+    """The layouts store differently (the channels-wide one a position's channels a plane
+    apart, a cost an activation's arithmetic hides): a geometry's plain step, its ReLU step
+    and its activated step are three choices."""
+    x_shape, w_shape, stride, pad = GEOMETRIES[1]
+    p = _plan(x_shape, w_shape, stride, pad)
+    measured = []
+
+    def timings(calls, samples, clock, sample_s):
+        measured.append(len(calls))
+        return [[1.0, 1.1, 1.2]] * len(calls)
+
+    monkeypatch.setattr(cconv_step_choice, "interleaved", timings)
+    for clamp in (None, True, None, True):  # (each kind measured once, then read)
+        assert cconv.forward_step(x_shape, w_shape, p, np.float32, clamp) is not None
+    assert len(measured) == 2
+    data = json.loads(choices_file.read_text())
+    assert len(data["choices"]) == 2
+    assert cconv_step_choice.store_kind(None) == cconv_step_choice.store_kind(False) == ""
+    assert cconv_step_choice.store_kind(True) == "clamp"
+    assert cconv_step_choice.store_kind((0.0, 6.0, False, False)) == "clamp"
+    assert cconv_step_choice.store_kind((0.0, 6.0, False, False, False, object())) == "activation"
 
 
 @needs_cc

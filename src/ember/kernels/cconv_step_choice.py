@@ -11,13 +11,15 @@ ms). The eager forward times the layouts on its first call's operands
 program's life, so here the candidate steps run on random operands of the step's shapes when
 it is built: the counted choice is held unless another layout is `clearly_faster` (kernels/
 timing.py's rule, robust to a loaded machine), this thread's CPU time on one thread, wall time
-on more. The layouts sum every output in the same order (bit-identical, tested), so the choice
-changes the time only.
+on more, each timing repeating the step to about `_SAMPLE_S`. A step's store is part of the
+key (`store_kind`: none, a clamp, an activation), as the layouts store differently. The
+layouts sum every output in the same order (bit-identical, tested), so the choice changes the
+time only.
 
 The choices are kept by kernels/choice_cache.py in ember's cache directory, keyed by the machine
-(CPU model, core count, the kernels' C source): a geometry is measured once per machine, a few
-dozen calls of its layer, and a program's later builds read the file (one not trusted is
-ignored and replaced).
+(CPU model, core count, the kernels' C source): a geometry is measured once per machine and
+kind of store, about a millisecond per layout, and a program's later builds read the file (one
+not trusted is ignored and replaced).
 ``EMBER_CONV_LAYOUT=count`` keeps the counted choice.
 """
 
@@ -33,10 +35,15 @@ from .choice_cache import ChoiceCache
 from .cstep import STEP_CALL, data_address, function_address
 from .timing import choose, interleaved
 
-__all__ = ["built_layout", "choices_path", "machine_key"]
+__all__ = ["built_layout", "choices_path", "machine_key", "store_kind"]
 
-FORMAT_VERSION = 1
-_SAMPLES = 3  # (timings of each layout: a geometry costs about a dozen calls, once per machine)
+# (2: timings repeated to `_SAMPLE_S`; the choices of single-call timings are measured again)
+FORMAT_VERSION = 2
+_SAMPLES = 7  # (timings of each layout, once per machine and geometry: quartiles of seven)
+# (each timing repeats a step to last about this long, as kernels/gemm_tune.py's: single calls
+# of a step of tens of microseconds measured a layout's cold first calls and the load's
+# bursts, and held a counted choice that ran 1.8x slower)
+_SAMPLE_S = 3e-4
 
 
 _source = ""  # the kernels' C source (kernels/cconv.py hands it over as it loads)
@@ -78,10 +85,24 @@ def choices_path():
     return _choices.path()
 
 
-def _key(x_shape, w_shape, p, dtype, threads: int, constant: bool) -> str:
+def store_kind(clamp) -> str:
+    """What a step's store does besides adding the bias (kernels/cclamp.py's ``clamp``): ``""``
+    nothing, ``"clamp"`` bounds, ``"activation"`` bounds then an elementwise function. It keys
+    the choice, as the layouts store differently: the channels-wide layout stores a position's
+    channels a plane apart, a cost an activation's arithmetic hides (a 1x1 80 -> 320
+    convolution on 6x6 planes: the two layouts alike with SiLU, the column panels 1.8x faster
+    without it)."""
+    if clamp is None or clamp is False:
+        return ""
+    if clamp is not True and len(tuple(clamp)) > 5 and tuple(clamp)[5] is not None:
+        return "activation"
+    return "clamp"
+
+
+def _key(x_shape, w_shape, p, dtype, threads: int, constant: bool, store: str) -> str:
     geometry = (p.in_size, p.kernel, p.stride, p.lo, p.dilation, p.padded)
     shapes = (tuple(x_shape), tuple(w_shape), geometry, np.dtype(dtype).name, threads)
-    return repr(shapes + (bool(constant),))
+    return repr(shapes + (bool(constant),) + ((store,) if store else ()))
 
 
 def _measure(candidates: dict, x_shape, w_shape, out_shape, dtype, threads: int, default):
@@ -99,19 +120,20 @@ def _measure(candidates: dict, x_shape, w_shape, out_shape, dtype, threads: int,
         calls.append(functools.partial(STEP_CALL(function_address(step)), data_address(block)))
         calls[-1].block = block  # (kept alive: the call reads it by address)
     clock = time.thread_time if threads == 1 else time.perf_counter
-    times = interleaved(calls, _SAMPLES, clock=clock)
+    times = interleaved(calls, _SAMPLES, clock=clock, sample_s=_SAMPLE_S)
     return ways[choose(times, ways.index(default))]
 
 
-def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted) -> tuple:
+def built_layout(x_shape, w_shape, p, dtype, constant: bool, make, counted, store="") -> tuple:
     """(wide, split) for a step of this geometry: the cached measured choice, else measured
     now with ``make(wide=..., split=...)`` (kernels/cconv.py's `forward_step` for the
     geometry: (step, argument block, kept) or None) and cached; ``counted`` is the counted
-    choice, the one held unless another layout is clearly faster."""
+    choice, the one held unless another layout is clearly faster; ``store`` the step's
+    `store_kind`."""
     from . import cconv_side, cconv_split, cconv_taps, cpool
 
     threads = cpool.get_num_threads()
-    key = _key(x_shape, w_shape, p, dtype, threads, constant)
+    key = _key(x_shape, w_shape, p, dtype, threads, constant, store)
     found = _choices.get(key)
     if found is not None:
         return found

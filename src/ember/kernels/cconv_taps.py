@@ -94,20 +94,30 @@ static void taps_micro_{R}x{V}(long nc, long nt, const T *restrict a, long a_ci,
 static void ct_store_{R}x{V}(const struct ctf *f, const T *tile, long nb, long p, long c0,
                              long nc) {
   long out_sample = f->cout * f->grid;
-  for (long i = 0; i < TR && nb * TR + i < f->n; i++) {
-    long at = (nb * TR + i) * out_sample + p;
-    if (act_on(f->clamp)) { /* the position's channels activated at once (no mask with it) */
-      T vals[TN] __attribute__((aligned(64)));
+  if (act_on(f->clamp)) { /* the block's samples' channels activated at once, one call (no
+                             mask with it): each sample's nc values biased and bounded, its
+                             row padded to whole vectors with zeros */
+    T vals[TR * TN] __attribute__((aligned(64)));
+    long w = (nc + VL - 1) / VL * VL, rows = 0;
+    for (long i = 0; i < TR && nb * TR + i < f->n; i++, rows++) {
+      long at = (nb * TR + i) * out_sample + p;
       for (long c = 0; c < nc; c++) {
         long co = c0 + c, o = at + co * f->grid;
         T v = tile[i * TN + c] + (f->bias ? f->bias[co] : NO_BIAS);
         if (f->res) v = v + f->res[o];
-        vals[c] = clamp_bounds(v, f->clamp);
+        vals[i * w + c] = clamp_bounds(v, f->clamp);
       }
-      activate_row(f->clamp, vals, nc, TN);
-      for (long c = 0; c < nc; c++) f->out[at + (c0 + c) * f->grid] = vals[c];
-      continue;
+      for (long c = nc; c < w; c++) vals[i * w + c] = 0;
     }
+    activate(f->clamp, vals, rows * w);
+    for (long i = 0; i < rows; i++) {
+      long at = (nb * TR + i) * out_sample + p;
+      for (long c = 0; c < nc; c++) f->out[at + (c0 + c) * f->grid] = vals[i * w + c];
+    }
+    return;
+  }
+  for (long i = 0; i < TR && nb * TR + i < f->n; i++) {
+    long at = (nb * TR + i) * out_sample + p;
     for (long c = 0; c < nc; c++) {
       long co = c0 + c, o = at + co * f->grid;
       T v = tile[i * TN + c] + (f->bias ? f->bias[co] : NO_BIAS);

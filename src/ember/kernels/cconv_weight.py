@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import cconv, chalf
-from .cconv import _BLOCKS, _C, _HALF, _L, _MAX_WASTE, _MR, _P, _VECTOR_BYTES
+from .cconv_library import _BLOCKS, _C, _HALF, _L, _MAX_WASTE, _MR, _P, _VECTOR_BYTES
 from .cconv_source import SOURCE
 from .cconv_tables import _address, _grid_offsets, _padded, _row_offsets, _segments, _strides
 from .conv_plan import Plan, interior, scratch, source_region

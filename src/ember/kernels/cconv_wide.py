@@ -125,23 +125,34 @@ static void cw_pack_block(const S *restrict x, const long *roff, long kc,
 #define CW_TILE_BYTES (256L << 10)
 
 static void cw_store(const struct cwf *f, const T *tile, long j0, long nj, long c0, long nc) {
+#if !HALF
+  if (act_on(f->clamp)) { /* the tile's positions' channels activated at once, one call (no
+                             mask with it): each position's nc values biased and bounded, its
+                             row padded to whole vectors with zeros */
+    T vals[MR * NR] __attribute__((aligned(64)));
+    long w = (nc + VL - 1) / VL * VL;
+    for (long i = 0; i < nj; i++) {
+      long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
+      for (long c = 0; c < nc; c++) {
+        T v = tile[i * NR + c] + (f->bias ? f->bias[c0 + c] : NO_BIAS);
+        if (f->res) v = v + f->res[at + (c0 + c) * f->chan];
+        vals[i * w + c] = clamp_bounds(v, f->clamp);
+      }
+      for (long c = nc; c < w; c++) vals[i * w + c] = 0;
+    }
+    activate(f->clamp, vals, nj * w);
+    for (long i = 0; i < nj; i++) {
+      long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
+      S *o = f->out + at;
+      for (long c = 0; c < nc; c++) o[(c0 + c) * f->chan] = vals[i * w + c];
+    }
+    return;
+  }
+#endif
   for (long i = 0; i < nj; i++) {
     long j = j0 + i, n = j / f->grid, at = n * f->out_sample + f->dst[j - n * f->grid];
     S *o = f->out + at;
     unsigned char *m = f->mask ? f->mask + at : 0;
-#if !HALF
-    if (act_on(f->clamp)) { /* the position's channels activated at once (no mask with it) */
-      T vals[NR] __attribute__((aligned(64)));
-      for (long c = 0; c < nc; c++) {
-        T v = tile[i * NR + c] + (f->bias ? f->bias[c0 + c] : NO_BIAS);
-        if (f->res) v = v + f->res[at + (c0 + c) * f->chan];
-        vals[c] = clamp_bounds(v, f->clamp);
-      }
-      activate_row(f->clamp, vals, nc, NR);
-      for (long c = 0; c < nc; c++) o[(c0 + c) * f->chan] = vals[c];
-      continue;
-    }
-#endif
     for (long c = 0; c < nc; c++) {
       long co = c0 + c;
       /* (16-bit storage: the bias added to the float32 sum, rounded once, as the column

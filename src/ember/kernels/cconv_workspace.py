@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from . import cconv, cconv_col2im
-from .cconv import _BLOCKS, _MAX_WASTE, _MR
+from .cconv_library import _BLOCKS, _MAX_WASTE, _MR
 from .cconv_weight import _cl_blocks, _pointwise_by_sample, _windows_cover, cl_layout
 from .conv_plan import Plan
 

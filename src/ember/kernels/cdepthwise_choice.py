@@ -26,6 +26,10 @@ from .timing import choose, interleaved
 __all__ = ["chosen", "wide_runs"]
 
 _SAMPLES = 5
+# (each timing repeats a call to last about this long, as kernels/gemm_tune.py's: single calls
+# of a call of tens of microseconds measured a kernel's cold first calls and the load's
+# bursts, and could hold the slower kernels)
+_SAMPLE_S = 3e-4
 # (op, geometry key, threads) -> whether the channels-wide kernels run
 _CHOSEN: dict = {}
 
@@ -51,6 +55,6 @@ def wide_runs(key: tuple, counted: bool, run_wide, run_rows, threads: int) -> bo
         _CHOSEN[key] = False
         return False
     clock = time.thread_time if threads == 1 else time.perf_counter
-    times = interleaved([run_rows, run_wide], _SAMPLES, clock=clock)
+    times = interleaved([run_rows, run_wide], _SAMPLES, clock=clock, sample_s=_SAMPLE_S)
     found = _CHOSEN[key] = choose(times, int(counted)) == 1
     return found

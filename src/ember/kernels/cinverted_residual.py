@@ -41,8 +41,13 @@ from .cstep import STEP_CALL, CStep, data_address, function_address
 __all__ = ["available", "forward", "pays", "step"]
 
 _C = {np.dtype(np.float32), np.dtype(np.float64)}
-FORMAT_VERSION = 1
-_SAMPLES = 3  # (interleaved timings of each side, once per machine and geometry)
+# (2: timings repeated to `_SAMPLE_S`; the choices of single-call timings are measured again)
+FORMAT_VERSION = 2
+_SAMPLES = 7  # (interleaved timings of each side, once per machine and geometry)
+# (each timing repeats a step to last about this long, as kernels/gemm_tune.py's: single calls
+# of a step of tens of microseconds measured a side's cold first calls and the load's
+# bursts, and could hold the slower side)
+_SAMPLE_S = 3e-4
 _MOST_CHANNELS = 8  # the C source's CB where the vectors are widest (an expanded block's rows)
 
 
@@ -225,5 +230,5 @@ def _measure(x_shape, w1_shape, w2_shape, p, dtype, clamps, threads) -> bool | N
     # machine, which wall time on a loaded machine does not show: another process holding a
     # core stretches both sides' waits)
     clock = time.thread_time if threads == 1 else time.process_time
-    times = interleaved([unfused, together], _SAMPLES, clock=clock)
+    times = interleaved([unfused, together], _SAMPLES, clock=clock, sample_s=_SAMPLE_S)
     return choose(times, 0) == 1
