@@ -93,3 +93,30 @@ def test_bare_grad_mode_decorators_and_set_grad_enabled_decorator(lib):
         made = lib.no_grad()(type("C", (), {"__init__": lambda self: setattr(self, "y", w * 2)}))
     assert not made().y.requires_grad
     np.testing.assert_array_equal(g().detach().numpy(), [3.0, 3.0])
+
+
+def test_pytorch_exported_mean_embedding_bag_with_an_empty_bag():
+    """PyTorch's exporter writes EmbeddingBag(mode="mean") as a Loop of ReduceMean over each
+    bag's rows; an empty bag's mean is 0 in the layer and in onnxruntime, which ONNX leaves
+    undefined: ember's importer gave NaN (0 / 0) for it, eagerly and captured."""
+    pytest.importorskip("onnx", reason="PyTorch's exporter needs the onnx package")
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the file's reference")
+    import io
+
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(10, 4, mode="mean")
+    ids = np.array([1, 4, 4, 9, 0, 3])
+    offsets = np.array([0, 3, 3, 5, 6])  # bags 1 and 4 are empty
+    buf = io.BytesIO()
+    args = (torch.from_numpy(ids), torch.from_numpy(offsets))
+    torch.onnx.export(bag, args, buf, opset_version=17, dynamo=False)
+    with torch.no_grad():
+        want = bag(torch.from_numpy(ids), torch.from_numpy(offsets)).numpy()
+    assert (want[[1, 4]] == 0).all()
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    (ort_out,) = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), [ids, offsets])})
+    np.testing.assert_allclose(ort_out, want, rtol=1e-6, atol=1e-7)
+    for capture in (True, False):
+        f = ember.onnx.load(buf.getvalue(), capture=capture)
+        got = f(ember.tensor(ids), ember.tensor(offsets))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
