@@ -287,3 +287,31 @@ def test_state_dict_files_cross(make, tmp_path):
     for k in want:
         assert str(back[k].dtype) == str(want[k].dtype).replace("torch", "ember"), k
         np.testing.assert_array_equal(back[k].numpy(), want[k].numpy(), err_msg=k)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ember.EmberError,
+    reason="ember.onnx.export refuses a model that packs its batch by a lengths *tensor* input "
+    "(nn/utils/rnn.py pack_padded_sequence reads the lengths as host data, so a trace cannot "
+    "take them as a graph input); PyTorch's exporter writes the GRU/LSTM with ONNX's "
+    "sequence_lens input, which ember's importer already runs (onnx/ops/recurrent.py). Missing: "
+    "a traced pack_padded_sequence -> RNN -> pad_packed_sequence lowered to sequence_lens.",
+)
+def test_ember_export_of_packed_gru_with_a_lengths_input():
+    nn = ember.nn
+
+    class Packed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(3, 4, batch_first=True, bidirectional=True)
+
+        def forward(self, x, lens):
+            p = nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False)
+            out, _ = self.gru(p)
+            return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+    rng = np.random.default_rng(4)
+    x = ember.tensor(rng.standard_normal((3, 5, 3)).astype(np.float32))
+    lens = ember.tensor(np.array([5, 2, 4]))
+    ember.onnx.export(Packed().eval(), (x, lens), io.BytesIO(), input_names=["x", "lens"], dynamic_axes={"x": {0: "b"}, "lens": {0: "b"}}, opset_version=17)
