@@ -120,3 +120,37 @@ def test_pytorch_exported_mean_embedding_bag_with_an_empty_bag():
         f = ember.onnx.load(buf.getvalue(), capture=capture)
         got = f(ember.tensor(ids), ember.tensor(offsets))
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_log_probs_at_the_support_boundary_match_pytorch():
+    """Gamma(1, r), Beta(1, b), Dirichlet with a concentration of 1 and Chi2(2) have finite
+    densities at 0, which PyTorch computes with xlogy (ember's (c - 1) * log(0) gave NaN);
+    Multinomial's log-factorial takes the counts' own total, as PyTorch's; LogNormal (a
+    TransformedDistribution) validates its support before computing, refusing 0."""
+    cases = [
+        (lambda L: L.distributions.Gamma(L.tensor([1.0, 3.0]), L.tensor([2.0, 0.5])), [0.0, 0.0]),
+        (lambda L: L.distributions.Chi2(L.tensor([2.0])), [0.0]),
+        (lambda L: L.distributions.Exponential(L.tensor([1.5])), [0.0]),
+        (lambda L: L.distributions.Beta(L.tensor([1.0, 2.0]), L.tensor([2.0, 1.0])), [0.0, 1.0]),
+        (lambda L: L.distributions.Dirichlet(L.tensor([1.0, 2.0, 1.0])), [0.0, 0.4, 0.6]),
+        (lambda L: L.distributions.Multinomial(6, probs=L.tensor([0.2, 0.3, 0.5])), [1.0, 2, 2]),
+        (lambda L: L.distributions.Poisson(L.tensor([0.0, 2.0])), [0.0, 0.0]),
+    ]
+    for make, value in cases:
+        want = make(torch).log_prob(torch.tensor(value)).numpy()
+        got = make(ember).log_prob(ember.tensor(value)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    grads = []
+    for lib in (torch, ember):
+        a = lib.tensor([1.0, 2.0], requires_grad=True)
+        beta = lib.distributions.Beta(a, lib.tensor([2.0, 3.0]))
+        beta.log_prob(lib.tensor([0.0, 0.5])).sum().backward()
+        grads.append(a.grad.numpy())
+        loc, scale = lib.tensor([0.0]), lib.tensor([1.0])
+        lognormal = lib.distributions.LogNormal(loc, scale, validate_args=True)
+        with pytest.raises(ValueError, match="support"):
+            lognormal.log_prob(lib.tensor([0.0]))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+    zero = ember.tensor([0.0])
+    lenient = ember.distributions.LogNormal(zero, zero + 1, validate_args=False)
+    assert np.isnan(lenient.log_prob(zero).numpy()).all()
