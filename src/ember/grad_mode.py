@@ -5,6 +5,9 @@ lives with the dispatcher (ops/_registry.py), which every mode reads."""
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
+import warnings
 import weakref
 
 from .errors import AutogradError
@@ -27,22 +30,94 @@ def is_grad_enabled() -> bool:
     return _reg.is_grad_enabled()
 
 
+def _context_decorator(make_context, fn):
+    """``fn`` run inside a fresh ``make_context()`` at each call, as PyTorch's
+    ``context_decorator``: a generator function's body runs inside it at each resumption (and
+    outside it between them: the caller's loop keeps its own mode), not just while the
+    generator object is made; a class has its construction wrapped, with PyTorch's
+    deprecation warning."""
+    if inspect.isclass(fn):
+        warnings.warn(
+            "Decorating classes is deprecated and will be disabled in future versions. You "
+            "should only decorate functions or methods. To preserve the current behavior of "
+            "class decoration, you can directly decorate the `__init__` method and nothing else.",
+            FutureWarning,
+            stacklevel=3,
+        )
+        cls = fn
+        fn = lambda *args, **kwargs: cls(*args, **kwargs)  # noqa: E731
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator_context(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with make_context():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with make_context():
+                            gen.close()
+                        raise
+                    except BaseException:
+                        with make_context():
+                            response = gen.throw(*sys.exc_info())
+                    else:
+                        with make_context():
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator_context
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with make_context():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 class set_grad_enabled:
-    """Context manager (and function) that switches gradient recording on or off."""
+    """Context manager, function and decorator (``@set_grad_enabled(False)``) that switches
+    gradient recording on or off. Called, it switches at once, as PyTorch's; used as a
+    decorator, it switches back and applies ``mode`` only inside the decorated function."""
 
     def __init__(self, mode: bool):
-        self.prev = _reg.set_grad_enabled_flag(mode)
+        self.mode = bool(mode)
+        self.prev = _reg.set_grad_enabled_flag(self.mode)
 
     def __enter__(self):
+        _reg.set_grad_enabled_flag(self.mode)
         return self
 
     def __exit__(self, *exc):
         _reg.set_grad_enabled_flag(self.prev)
         return False
 
+    def __call__(self, fn):
+        _reg.set_grad_enabled_flag(self.prev)
+        mode = self.mode
+        return _context_decorator(lambda: set_grad_enabled(mode), fn)
+
+    def clone(self) -> set_grad_enabled:
+        return set_grad_enabled(self.mode)
+
+    def __repr__(self) -> str:
+        return f"ember.set_grad_enabled(mode={self.mode})"
+
 
 class _GradModeContext:
+    """``with no_grad():``, ``@no_grad()`` and, as PyTorch allows, the bare ``@no_grad``."""
+
     enabled: bool
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
 
     def __enter__(self):
         self.prev = _reg.set_grad_enabled_flag(self.enabled)
@@ -53,12 +128,10 @@ class _GradModeContext:
         return False
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with type(self)():
-                return fn(*args, **kwargs)
+        return _context_decorator(type(self), fn)
 
-        return wrapper
+    def clone(self):
+        return type(self)()
 
 
 class no_grad(_GradModeContext):
@@ -130,13 +203,7 @@ class inference_mode:
 
     def __call__(self, fn):
         mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _context_decorator(lambda: inference_mode(mode), fn)
 
     def clone(self) -> inference_mode:
         return inference_mode(self.mode)

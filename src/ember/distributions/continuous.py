@@ -26,6 +26,7 @@ from ._util import (
     finfo_eps,
     is_eager,
     lgamma,
+    xlogy,
 )
 from .distribution import Distribution, _shape
 from .exp_family import ExponentialFamily
@@ -314,7 +315,8 @@ class Gamma(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         c, r = self.concentration, self.rate
-        return c * r.log() + (c - 1) * value.log() - r * value - lgamma(c)
+        # xlogy, as PyTorch: concentration 1 (an exponential) has density r at 0, not NaN
+        return xlogy(c, r) + xlogy(c - 1, value) - r * value - lgamma(c)
 
     def cdf(self, value):
         if self._validate_args:
@@ -382,10 +384,9 @@ class Beta(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         a, b = self.concentration1, self.concentration0
+        # xlogy, as PyTorch's (its Dirichlet's): Beta(1, b) has density b at 0, not NaN
         return (
-            (a - 1) * value.log()
-            + (b - 1) * (-value).log1p()
-            - (lgamma(a) + lgamma(b) - lgamma(a + b))
+            xlogy(a - 1, value) + xlogy(b - 1, 1 - value) - (lgamma(a) + lgamma(b) - lgamma(a + b))
         )
 
     def entropy(self):

@@ -134,7 +134,8 @@ class Multinomial(Distribution):
             self._validate_sample(value)
         logits, value = broadcast_all(self.logits, value)
         logits = E.where((value == 0) & (logits == -math.inf), E.zeros_like(logits), logits)
-        log_factorial_n = math.lgamma(self.total_count + 1)
+        # (PyTorch's: the counts' own total, which its support lets fall short of total_count)
+        log_factorial_n = lgamma(value.sum(-1) + 1)
         log_factorial_xs = lgamma(value + 1).sum(-1)
         return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
 

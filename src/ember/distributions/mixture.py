@@ -17,7 +17,7 @@ from ..ops.extra_random import standard_cauchy
 from . import constraints
 from ._dirichlet_rsample import dirichlet_rsample
 from ._gamma_rsample import dirichlet_draws
-from ._util import E, broadcast_all, digamma, lgamma
+from ._util import E, broadcast_all, digamma, lgamma, xlogy
 from .discrete import Categorical
 from .distribution import Distribution, _shape
 from .exp_family import ExponentialFamily
@@ -83,7 +83,8 @@ class Dirichlet(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         c = self.concentration
-        return ((c - 1) * value.log()).sum(-1) + lgamma(c.sum(-1)) - lgamma(c).sum(-1)
+        # xlogy, as PyTorch: a concentration of 1 leaves a zero coordinate's density finite
+        return xlogy(c - 1, value).sum(-1) + lgamma(c.sum(-1)) - lgamma(c).sum(-1)
 
     def entropy(self):
         c = self.concentration

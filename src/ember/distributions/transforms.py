@@ -347,6 +347,8 @@ class TransformedDistribution(Distribution):
         return x
 
     def log_prob(self, value):
+        if self._validate_args:  # (PyTorch's: the support first, so LogNormal refuses 0)
+            self._validate_sample(value)
         event_dim = len(self._event_shape)
         log_prob = 0.0
         y = value

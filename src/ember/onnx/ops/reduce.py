@@ -11,7 +11,9 @@ ONNX's rules where they differ from ember's (PyTorch's):
 * the result keeps the input's dtype (ember sums integers to int64 and refuses integer means);
 * a reduction over an empty set gives the operation's identity: 0 for sums, 1 for products,
   -inf for ReduceMax (the dtype's least value for integers, False for bools), +inf for
-  ReduceMin, -inf for the logarithms.
+  ReduceMin, -inf for the logarithms; ReduceMean's, which ONNX leaves undefined, is 0, as
+  onnxruntime's: PyTorch's exporter relies on it (an EmbeddingBag with mode="mean" is a Loop
+  of ReduceMean over each bag's rows, an empty bag's mean 0, as the layer's).
 
 Element types ember has no tensors for (uint16/32/64) can only be static here; they are reduced
 in NumPy, by the same rules.
@@ -75,6 +77,8 @@ def _sum(x, axes, keep):
 
 
 def _mean(x, axes, keep):
+    if any(x.shape[a] == 0 for a in axes):  # onnxruntime's 0 (the module's docstring)
+        return E.zeros(_out_shape(tuple(x.shape), axes, keep), dtype=x.dtype)
     if not x.dtype.is_floating_point:
         count = int(np.prod([x.shape[a] for a in axes]))
         return _floating(E.sum(x, dim=axes, keepdim=keep)) / float(max(count, 1))
@@ -148,12 +152,16 @@ def _reduce(ctx, x, axes_input=None):
     return out
 
 
+# what NumPy's reductions do not give over an empty set (np.mean's NaN, max's error)
+_EMPTY_FILL = {"ReduceMax": _least, "ReduceMin": _greatest, "ReduceMean": lambda dtype: 0}
+
+
 def _reduce_numpy(ctx, name, x: np.ndarray, axes, keep) -> np.ndarray:
     before, reduce, after = _NP_REDUCTIONS[name]
     with np.errstate(all="ignore"):
         out = before(x) if before is not None else x
-        if axes and any(x.shape[a] == 0 for a in axes) and name in ("ReduceMax", "ReduceMin"):
-            fill = _least(x.dtype) if name == "ReduceMax" else _greatest(x.dtype)
+        if axes and any(x.shape[a] == 0 for a in axes) and name in _EMPTY_FILL:
+            fill = _EMPTY_FILL[name](x.dtype)
             out = np.full(_out_shape(x.shape, axes, keep), fill, x.dtype)
         elif axes:
             out = reduce(out, axis=axes, keepdims=keep)
