@@ -37,6 +37,8 @@ def unary(name, x, torch_fn=None, **kw):
 
 
 unary("lgamma", POS)
+# (sinc: one op since sem60, its gradient PyTorch's sinc_backward; 0.0 is its removable point)
+unary("sinc", np.concatenate([A[:, :3], np.zeros((3, 1))], axis=1))
 unary("digamma", POS)
 unary("erfinv", UNIT)
 unary("erfc", A)
