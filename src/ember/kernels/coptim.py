@@ -7,8 +7,9 @@ in place. The arithmetic is the eager update's (optim/adam.py, optim/sgd.py: PyT
 single-tensor formulas) operation for operation, each hyper-parameter rounded to the arrays'
 dtype as the eager ops round a Python scalar, compiled with ``-ffp-contract=off`` (Adam's
 float32 second moment fused explicitly, as PyTorch's addcmul_): the result equals the
-per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded, ``FMA`` the compiler's fused multiply-add, rounded once, as ops/add_alpha.py's kernel; nothing else here
-calls the math library).
+per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded, ``FMA`` the compiler's
+fused multiply-add, rounded once, as ops/add_alpha.py's kernel; nothing else here calls the
+math library).
 
 Work is split in chunks of the parameters' concatenated elements, shared over ember's pool when
 there are enough of them. Each returns False where it does not apply (no compiler, another
