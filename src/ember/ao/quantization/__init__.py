@@ -1,19 +1,21 @@
 """``ember.ao.quantization``: PyTorch's ``torch.ao.quantization`` eager-mode workflow with its
 numerics (QuantStub, DeQuantStub, fuse_modules, prepare, convert, quantize_dynamic, qconfigs
-and observers: workflow.py, observer.py; the quantized modules, qmodules.py, compute as its x86
-engine, fbgemm.py). ember's own post-training quantization (``quantize(model, data)``, float8
-weights, its fused int8 layers) is `ember.quantization`, whose other names are here too."""
+and observers; ember.quantization's torch_*.py modules). ember's own post-training quantization
+(``quantize(model, data)``, float8 weights, its fused int8 layers) is `ember.quantization`,
+whose other names are here too."""
 
 from ...quantization import *  # noqa: F403
 from ...quantization import __all__ as _ember_names
-from . import fbgemm, observer, qmodules
-from .observer import (
+from ...quantization import torch_fbgemm as fbgemm
+from ...quantization import torch_modules as qmodules
+from ...quantization import torch_observers as observer
+from ...quantization.torch_observers import (
     HistogramObserver,
     MinMaxObserver,
     PerChannelMinMaxObserver,
     PlaceholderObserver,
 )
-from .workflow import (
+from ...quantization.torch_workflow import (
     ConvReLU2d,
     DeQuantStub,
     LinearReLU,

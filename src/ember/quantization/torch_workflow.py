@@ -3,9 +3,9 @@
 folds Conv2d + BatchNorm2d (eval) and fuses a following ReLU (``ConvReLU2d``, ``LinearReLU``);
 `prepare` gives each quantizable module (a stub, Conv2d, Linear and the fused ones) with a
 ``qconfig`` an observer of its output (``activation_post_process``); calibration runs the
-model; `convert` swaps them for the quantized modules (qmodules.py) with the observers'
+model; `convert` swaps them for the quantized modules (torch_modules.py) with the observers'
 parameters and the weights quantized by the qconfig's weight observer. `quantize_dynamic`
-swaps Linear layers for dynamic quantized ones (qint8 per-tensor weights, PyTorch's default).
+swaps Linear and LSTM layers for dynamic quantized ones (qint8 per-tensor weights, as PyTorch).
 `get_default_qconfig` gives PyTorch's per backend: "x86"/"fbgemm" (histogram activations with
 reduce_range, per-channel symmetric weights) and "qnnpack" (no reduce_range, per-tensor)."""
 
@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import dtypes as dt
-from ...errors import QuantizationError
-from ...nn import (
+from .. import dtypes as dt
+from ..errors import QuantizationError
+from ..nn import (
     LSTM,
     AdaptiveAvgPool2d,
     BatchNorm2d,
@@ -29,11 +29,11 @@ from ...nn import (
     ReLU,
     Sequential,
 )
-from ...ops import qtensor as Q
-from ...tensor import Tensor
-from . import observer as O
-from . import qlstm
-from . import qmodules as QM
+from ..ops import qtensor as Q
+from ..tensor import Tensor
+from . import torch_lstm as qlstm
+from . import torch_modules as QM
+from . import torch_observers as O
 
 _F = np.float32
 
@@ -125,7 +125,7 @@ def _fold_bn(conv: Conv2d, bn: BatchNorm2d) -> Conv2d:
     gamma = bn.weight.detach().numpy().astype(_F) if bn.weight is not None else np.ones_like(mean)
     beta = bn.bias.detach().numpy().astype(_F) if bn.bias is not None else np.zeros_like(mean)
     rsqrt = _F(1) / np.sqrt(var + _F(bn.eps))
-    from ...nn import Parameter
+    from ..nn import Parameter
 
     fused.weight = Parameter(Tensor(w * (gamma * rsqrt).reshape(-1, 1, 1, 1)))
     fused.bias = Parameter(Tensor((b - mean) * rsqrt * gamma + beta))

@@ -1,5 +1,5 @@
 """PyTorch's quantized modules (``torch.ao.nn.quantized`` and ``.dynamic``, ``.intrinsic``),
-computing as its x86 engine does (fbgemm.py): `Quantize`/`DeQuantize`, static `Linear`,
+computing as its x86 engine does (torch_fbgemm.py): `Quantize`/`DeQuantize`, static `Linear`,
 `LinearReLU`, `Conv2d`, `ConvReLU2d` on quint8 tensors with qint8 weights (per tensor or per
 channel) and a float bias, requantized to their observed output parameters; the dynamic
 `Linear` (float in and out, its input quantized per call, reduce_range); and the quantized
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes as dt
-from ...errors import QuantizationError
-from ...nn import AdaptiveAvgPool2d, Module
-from ...ops import qtensor as Q
-from ...ops._registry import eager_constant
-from ...tensor import Tensor
-from . import fbgemm
+from .. import dtypes as dt
+from ..errors import QuantizationError
+from ..nn import AdaptiveAvgPool2d, Module
+from ..ops import qtensor as Q
+from ..ops._registry import eager_constant
+from ..tensor import Tensor
+from . import torch_fbgemm as fbgemm
 
 _F = np.float32
 

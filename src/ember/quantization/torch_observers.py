@@ -12,10 +12,10 @@ import functools
 
 import numpy as np
 
-from ... import dtypes as dt
-from ...errors import QuantizationError
-from ...nn import Module
-from ...ops import qtensor as Q
+from .. import dtypes as dt
+from ..errors import QuantizationError
+from ..nn import Module
+from ..ops import qtensor as Q
 
 _F = np.float32
 _EPS = np.finfo(np.float32).eps

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import QuantizationError
-from ...nn import Module
-from ...tensor import Tensor
-from . import fbgemm
+from ..errors import QuantizationError
+from ..nn import Module
+from ..tensor import Tensor
+from . import torch_fbgemm as fbgemm
 
 _F = np.float32
 
@@ -25,7 +25,7 @@ class LSTM(Module):
     """See the module docstring; ``forward(x, (h0, c0)=None)`` returns ``(out, (h_n, c_n))``."""
 
     def __init__(self, lstm, quantize_weight):
-        from .qmodules import _weight_parts
+        from .torch_modules import _weight_parts
 
         super().__init__()
         if lstm.bidirectional or getattr(lstm, "proj_size", 0):
