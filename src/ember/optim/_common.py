@@ -26,6 +26,8 @@ from typing import Any
 
 from .. import dtypes as dt
 from ..ops import api as E
+from ..ops._registry import apply
+from ..ops.add_scaled import ADD_SCALED
 from ..tensor import Tensor
 from .optimizer import OptimizerError, as_operand, check_number
 
@@ -90,9 +92,14 @@ def check_betas(op: str, group: dict[str, Any]) -> None:
 def add_scaled(target: Tensor, other: Tensor, alpha, *, inplace: bool = False) -> Tensor:
     """``target + alpha * other`` as PyTorch's ``add(other, alpha=alpha)``: eagerly (``alpha`` a
     Python float, floating tensors) one fused multiply-add rounded once (ops/add_alpha.py), as
-    ATen's CPU kernel computes it; a symbolic ``alpha`` (a recorded step) multiplies first."""
+    ATen's CPU kernel computes it; a symbolic ``alpha`` (a recorded step) too, by the op
+    taking it as an operand (ops/add_scaled.py)."""
     if isinstance(alpha, float) and target.dtype.is_floating_point:
         return target.add_(other, alpha=alpha) if inplace else target.add(other, alpha=alpha)
+    if target.dtype in (dt.float32, dt.float64) and other.dtype is target.dtype:
+        # (a recorded step's alpha, a graph value: the same single rounding, ops/add_scaled.py)
+        fused = apply(ADD_SCALED, target, other, as_operand(alpha, target))
+        return target.copy_(fused) if inplace else fused
     scaled = other * as_operand(alpha, target)
     return target.add_(scaled) if inplace else target + scaled
 
