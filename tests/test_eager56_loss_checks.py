@@ -22,8 +22,7 @@ def _both(x, t, **kwargs):
     results = []
     for lib in (ember, torch):
         xt = lib.tensor(x, requires_grad=True)
-        # (PyTorch takes int64 targets only; ember's int32 ones give the same losses)
-        target = lib.tensor(t) if lib is ember else torch.tensor(t).long()
+        target = lib.tensor(t)  # (int64 or uint8: both libraries' class-index dtypes)
         loss = lib.nn.functional.cross_entropy(xt, target, **kwargs)
         loss.sum().backward()
         results.append((loss.detach().numpy(), xt.grad.numpy()))
@@ -34,13 +33,14 @@ def _both(x, t, **kwargs):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize(
     "shape, target_dtype",
-    [((6, 5), np.int64), ((6, 5), np.int32), ((3, 4, 7), np.int64), ((2, 3, 2, 2), np.int64)],
+    [((6, 5), np.int64), ((6, 5), np.uint8), ((3, 4, 7), np.int64), ((2, 3, 2, 2), np.int64)],
 )
 def test_values_and_gradients_match_torch(dtype, reduction, shape, target_dtype):
     x = _logits(shape, dtype)
     t_shape = (shape[0], *shape[2:])
     t = np.random.default_rng(1).integers(0, shape[1], t_shape).astype(target_dtype)
-    t.reshape(-1)[0] = -100  # (PyTorch's default ignore_index: negative and allowed)
+    if target_dtype != np.uint8:
+        t.reshape(-1)[0] = -100  # (PyTorch's default ignore_index: negative and allowed)
     (loss, grad), (want_loss, want_grad) = _both(x, t, reduction=reduction)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(loss, want_loss, rtol=tol, atol=tol)
@@ -81,7 +81,7 @@ def _one(lib, x, t, **kwargs):
 
 
 @pytest.mark.parametrize("bad", [-1, -101, 4, 2**40])
-@pytest.mark.parametrize("target_dtype", [np.int64, np.int32, np.int16, np.uint8])
+@pytest.mark.parametrize("target_dtype", [np.int64, np.uint8])
 def test_out_of_range_targets_refused_as_torch(bad, target_dtype):
     if bad < 0 and target_dtype == np.uint8 or abs(bad) >= np.iinfo(target_dtype).max:
         pytest.skip("the value does not fit the dtype")
@@ -90,10 +90,10 @@ def test_out_of_range_targets_refused_as_torch(bad, target_dtype):
     with pytest.raises(IndexOutOfRangeError, match=f"target {bad} is out of bounds"):
         ember.nn.functional.cross_entropy(ember.tensor(x), ember.tensor(t))
     with pytest.raises((IndexError, RuntimeError)):
-        torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t).long())
+        torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t))
     ok = np.array([0, 3, 1]).astype(target_dtype)  # (the same dtype in range: accepted)
     got = ember.nn.functional.cross_entropy(ember.tensor(x), ember.tensor(ok))
-    want = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(ok).long())
+    want = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(ok))
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
 
 

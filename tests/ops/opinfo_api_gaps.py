@@ -114,6 +114,10 @@ INTERNAL = {
     "automatic dynamic shapes; a concrete count is a constant, which OpInfo's samples give): "
     "compared with torch.linspace in tests/ops/samples_sem58.py and, compiled over varying "
     "sizes, in tests/test_sem58_symbolic_sizes.py",
+    "add_scaled": "made only by a recorded optimizer step (its hyper-parameters graph values: "
+    "optim/_common.py add_scaled, optim/optimizer.py lerp_); its conformance sample is in "
+    "tests/ops/samples_issue19c.py, and captured steps are compared with eager ones bit for bit "
+    "in tests/optim/test_sem60_adam_order.py, eager ones with PyTorch's",
     "host_print": "made only by ember.compile's capture of a print call (PyTorch has no such "
     "op: torch.compile breaks the graph and prints); its conformance sample is "
     "tests/ops/samples_host_print.py, and what it prints is compared with torch.compile's in "

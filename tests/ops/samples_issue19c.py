@@ -6,6 +6,8 @@ test_conformance.py)."""
 import numpy as np
 
 import ember
+from ember.ops._registry import apply
+from ember.ops.add_scaled import ADD_SCALED
 
 from .harness import Sample, rng
 
@@ -37,6 +39,17 @@ def unary(name, x, torch_fn=None, **kw):
 
 
 unary("lgamma", POS)
+# (add_scaled: x + alpha * y rounded once, alpha a 0-d tensor: a recorded optimizer step's)
+SAMPLES.append(
+    Sample(
+        "add_scaled",
+        lambda x, y, a: apply(ADD_SCALED, x, y, a),
+        (A, B, np.array(-0.75)),
+        torch_fn=lambda x, y, a: x + a * y,
+    )
+)
+# (sinc: one op since sem60, its gradient PyTorch's sinc_backward; 0.0 is its removable point)
+unary("sinc", np.concatenate([A[:, :3], np.zeros((3, 1))], axis=1))
 unary("digamma", POS)
 unary("erfinv", UNIT)
 unary("erfc", A)

@@ -224,28 +224,7 @@ def static_quantization(lib, ctx):
     return [out, ref, float(qx.q_scale()), int(qx.q_zero_point()), qnet.fc.weight().int_repr(), type(qnet.conv).__name__]
 
 
-PROGRAMS = [
-    export_and_run,
-    pytest.param(
-        dynamic_quantization,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="missing: PyTorch's dynamic quantization numerics (quint8 activations with "
-            "reduce_range, per-tensor weights, its engine's products) and the quantized "
-            "Linear's weight() accessor; ember's quantize_dynamic is its own symmetric int8 "
-            "scheme, within the quantization bound of the float model",
-        ),
-    ),
-    pytest.param(
-        static_quantization,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="missing: PyTorch's eager-mode static quantization workflow (QuantStub, "
-            "DeQuantStub, qconfig, prepare, convert, fused quantized modules); ember has "
-            "ember.quantization.quantize(model, calibration_data) instead",
-        ),
-    ),
-]
+PROGRAMS = [export_and_run, dynamic_quantization, static_quantization]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: getattr(p, "__name__", None))

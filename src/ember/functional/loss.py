@@ -5,8 +5,10 @@ logits) and kl_div, with PyTorch's arguments, defaults and ``reduction`` semanti
 Class-index losses pick each target's log-probability with ``gather`` (no dense one-hot). Ignored
 targets are first replaced by class 0 so the gather stays in range, and their losses and weights
 are then masked to zero; a weighted ``'mean'`` divides by the sum of the weights of the kept
-targets, exactly as PyTorch. Targets are integer tensors and never enter float arithmetic, so a
-float32 loss stays float32.
+targets, exactly as PyTorch. Class indices are int64 (or uint8 for inputs of one or two
+dimensions), refused otherwise in PyTorch's words; they never enter float arithmetic, so a
+float32 loss stays float32. cross_entropy takes a target of the input's shape as class
+probabilities (a float tensor, whose dtype promotes the loss's), as PyTorch decides.
 
 Eagerly, cross_entropy with class indices on float32/float64 logits is one op each way instead
 (ops/cross_entropy.py: the same semantics in one C pass), and so is nll_loss with class indices
@@ -24,6 +26,7 @@ from ..ops import api as E
 from ..ops import cross_entropy as _fused
 from ..ops import nll_loss as _fused_nll
 from ..ops._autocast import Autocast, autocasts
+from ..ops._index_dtypes import scalar_name
 from ..ops._index_plan import IndexOutOfRangeError
 from ..ops._node_names import rename_node
 from ..ops._registry import apply, export
@@ -37,22 +40,22 @@ def _class_dim(x) -> int:
     return 0 if x.ndim == 1 else 1
 
 
+_INT64, _UINT8 = np.dtype(np.int64), np.dtype(np.uint8)
+
+
 def _check_index_target(op: str, x, target) -> None:
     data, classes = getattr(x, "_data", None), getattr(target, "_data", None)
     if (
         type(data) is np.ndarray
         and type(classes) is np.ndarray
         and data.ndim == 2
-        and classes.dtype.kind in "iu"
+        and (classes.dtype == _INT64 or classes.dtype == _UINT8)
         and classes.shape == data.shape[:1]
     ):
-        return  # ((N, C) logits, (N,) integer classes: every check below passes)
-    if not (target.dtype.is_integer):
-        raise DTypeError(
-            f"class-index targets must be an integer tensor, got {target.dtype}; for class "
-            "probabilities pass a float tensor of the input's shape",
-            op=op,
-        )
+        return  # ((N, C) logits, (N,) int64 or uint8 classes: every check below passes)
+    if 0 < x.ndim <= 2 and target.ndim > 1:  # (PyTorch checks this before the dtype)
+        raise ShapeError("0D or 1D target tensor expected, multi-target not supported", op=op)
+    _check_index_dtype(op, x, target)
     if x.ndim == 0:
         raise ShapeError("the input needs a class dimension, got a 0-d tensor", op=op)
     expected = () if x.ndim == 1 else (x.shape[0],) + tuple(x.shape[2:])
@@ -63,6 +66,20 @@ def _check_index_target(op: str, x, target) -> None:
             "(the input without its class dimension 1)",
             op=op,
         )
+
+
+def _check_index_dtype(op: str, x, target) -> None:
+    """PyTorch's class-index dtypes: int64, or uint8 where the input has one or two dimensions
+    (its nll_loss kernel takes Byte, nll_loss2d, which larger inputs run, Long only), refused
+    in its words (ember's DTypeError is a RuntimeError, as PyTorch's)."""
+    name = target.dtype.name
+    if name not in ("int64", "uint8"):
+        raise DTypeError(
+            f"expected target dtype to be Long or Byte, but got {scalar_name(target.dtype)}",
+            op=op,
+        )
+    if name == "uint8" and x.ndim > 2:
+        raise DTypeError("expected scalar type Long but found Byte", op=op)
 
 
 # signed integer dtypes -> their unsigned twins, whose view of a negative index is past any class
@@ -204,8 +221,17 @@ def cross_entropy(
         raise ShapeError("the input needs a class dimension, got a 0-d tensor", op="cross_entropy")
     d = _class_dim(x)
     target = to_tensor(target)
+    # PyTorch tells the two kinds of target apart by shape: class probabilities have the
+    # input's (and a floating dtype), class indices its shape without the class dimension
+    soft = tuple(target.shape) == tuple(x.shape)
+    if soft and not target.dtype.is_floating_point:
+        raise DTypeError(
+            "Expected floating point type for target with class probabilities, got "
+            f"{scalar_name(target.dtype)}",
+            op="cross_entropy",
+        )
     # eagerly one op each way (ops/cross_entropy.py)
-    if not item and _fused.applies(x, target, weight):
+    if not item and not soft and _fused.applies(x, target, weight):
         _check_index_target("cross_entropy", x, target)
         classes = x.shape[d]
         _check_class_values("cross_entropy", target, classes, int(ignore_index))
@@ -220,7 +246,7 @@ def cross_entropy(
             smoothing=eps,
         )
     logp = log_softmax(x, d)
-    if target.dtype.is_floating_point:
+    if soft:
         return _soft_target_loss(x, logp, target, weight, reduction, eps)
     loss, weights, kept, w = _nll("cross_entropy", logp, target, weight, ignore_index, reduction)
     if not item and eps == 0.0:
@@ -237,7 +263,8 @@ def cross_entropy(
 
 def _soft_target_loss(x, logp, target, weight, reduction: str, eps: float):
     check_same_shape("cross_entropy", x, target, "probability target")
-    target = target if target.dtype is x.dtype else E.cast(target, x.dtype)
+    # (a target of another float dtype promotes the products, as PyTorch's: float64
+    # probabilities give float32 logits a float64 loss)
     d = _class_dim(x)
     n_classes = x.shape[d]
     if _items.is_item(eps) or eps > 0.0:

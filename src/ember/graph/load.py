@@ -251,8 +251,7 @@ class _Loader:
             array = self.arrays.pop(self.prefix + names[0], None)
             if array is None:
                 raise self.fail(f"{where}: the file holds no tensor for this constant")
-            if array.shape != types[0].shape or dt.from_numpy_dtype(array.dtype) != types[0].dtype:
-                raise self.fail(f"{where}: the stored tensor does not match the constant's type")
+            array = self.constant_array(array, types[0], where)
             node = g.add_constant(array, names[0]).node
         else:
             op_name = self.field(record, "op", str, where)
@@ -289,6 +288,19 @@ class _Loader:
                 g.constants[name] = g.constants.pop(value.name)
             value.name = name
         self.values[name] = value
+
+    def constant_array(self, array: np.ndarray, t: TensorType, where: str) -> np.ndarray:
+        """The stored tensor of a constant of type ``t``, checked against it: a complex one is
+        stored as float parts along a last axis of 2 (graph/serialize.py `stored_constant`)."""
+        dtype, shape = t.dtype, t.shape
+        if dtype.is_complex:
+            shape = (*shape, 2)
+        stored = dt.to_real(dtype) if dtype.is_complex else dtype
+        if array.shape != tuple(shape) or dt.from_numpy_dtype(array.dtype) != stored:
+            raise self.fail(f"{where}: the stored tensor does not match the constant's type")
+        if dtype.is_complex:  # (a fresh array: the parts' file buffer is read-only)
+            array = array.copy(order="C").reshape(-1).view(dtype.np).reshape(t.shape)
+        return array
 
     def type(self, record: dict, where: str) -> TensorType:
         shape = []
@@ -424,13 +436,18 @@ class _Loader:
             if v >= len(self.generators):
                 raise self.fail(f"{where}: refers to generator {v}, which the file does not hold")
             return self.generators[v]
-        try:  # npscalar
+        if tag == "complex":
+            return complex(float(v[0]), float(v[1]))
+        try:  # npscalar (a complex one as its two parts)
+            if isinstance(v[1], list):
+                return np.dtype(v[0]).type(complex(float(v[1][0]), float(v[1][1])))
             return np.dtype(v[0]).type(v[1])
         except (TypeError, ValueError, OverflowError) as exc:
             raise self.fail(f"{where}: bad NumPy scalar {_short(v)}") from exc
 
 
-_DTYPE_NAMES = frozenset(d.name for d in dt.ALL_DTYPES)
+_COMPLEX_NAMES = tuple(d.name for d in dt.COMPLEX_DTYPES)
+_DTYPE_NAMES = frozenset(d.name for d in dt.ALL_DTYPES) | frozenset(_COMPLEX_NAMES)
 
 
 def _is_int(v) -> bool:
@@ -447,6 +464,11 @@ def _is_float(v) -> bool:
     return isinstance(v, float) or (isinstance(v, str) and v in ("inf", "-inf", "nan"))
 
 
+def _is_parts(v) -> bool:
+    """A complex number's real and imaginary parts, as floats are stored."""
+    return isinstance(v, list) and len(v) == 2 and all(_is_float(x) for x in v)
+
+
 _PAYLOAD_CHECKS = {
     "none": lambda v: v is None,
     "bool": lambda v: isinstance(v, bool),
@@ -460,10 +482,16 @@ _PAYLOAD_CHECKS = {
     "generator": lambda v: _is_int(v) and v >= 0,
     "op": lambda v: isinstance(v, str),
     "program": lambda v: isinstance(v, list),
+    "complex": lambda v: _is_parts(v),
     "npscalar": lambda v: (
         isinstance(v, list)
         and len(v) == 2
-        and v[0] in ("bool", *(d.name for d in dt.ALL_DTYPES if d.name != "bfloat16"))
-        and (isinstance(v[1], bool) or _is_float(v[1]))
+        and (
+            (
+                v[0] in ("bool", *(d.name for d in dt.ALL_DTYPES if d.name != "bfloat16"))
+                and (isinstance(v[1], bool) or _is_float(v[1]))
+            )
+            or (v[0] in _COMPLEX_NAMES and _is_parts(v[1]))
+        )
     ),
 }

@@ -11,8 +11,12 @@ tensors are the graph's constants, named by their values; its ``__metadata__`` h
   value name, and the states of the random generators the nodes hold.
 
 Attributes are stored as ``{"t": tag, "v": payload}`` with an explicit tag for every value
-(``none bool int float str tuple list dtype sym generator npscalar graph op program``), so
-tuples stay tuples, DTypes and SymDims come back as themselves, and non-finite floats survive.
+(``none bool int float complex str tuple list dtype sym generator npscalar graph op program``),
+so tuples stay tuples, DTypes and SymDims come back as themselves, and non-finite floats survive
+(a complex number, or a complex NumPy scalar's value, as its two parts). A complex64/complex128
+constant is stored as its real and imaginary parts along a last axis of 2 (float32/float64:
+safetensors has no complex dtype); the node's type says so, and loading checks the stored
+tensor against it.
 An op (an epilogue's producer) is stored by name and a fused program (ops/program.py) as its
 instructions, ``{"op": name, "args": [...], "attrs": [[key, record], ...]}`` with each operand
 ``["in", i]``, ``["t", j]`` or ``["k", value, dtype name]``; both come back through the
@@ -90,7 +94,7 @@ def _encode_graph(graph: Graph, generators: list, arrays: dict, prefix: str, pat
     which no value name contains, so names never clash)."""
     for n in graph.nodes:
         if n.kind == "constant":
-            arrays[prefix + n.name] = graph.constants[n.name]
+            arrays[prefix + n.name] = stored_constant(np.asarray(graph.constants[n.name]))
     return {
         "name": graph.name,
         "nodes": [_encode_node(n, generators, arrays, prefix, path) for n in graph.nodes],
@@ -116,6 +120,15 @@ def _encode_node(node, generators: list, arrays: dict, prefix: str, path: str) -
     if node.scope is not None:
         record["scope"] = node.scope
     return record
+
+
+def stored_constant(array: np.ndarray) -> np.ndarray:
+    """A constant as the file holds it: a complex one (safetensors has no complex dtype) as its
+    real and imaginary parts along a last axis of 2, the node's type saying it is complex."""
+    if array.dtype.kind != "c":
+        return array
+    array = array if array.flags.c_contiguous else array.copy(order="C")  # (keeps a 0-d shape)
+    return array.reshape(-1).view(array.real.dtype).reshape(*array.shape, 2)
 
 
 def _encode_type(t: TensorType) -> dict:
@@ -155,14 +168,19 @@ def _encode_attr(value, generators: list, where: str) -> dict:
                 return {"t": "generator", "v": i}
         generators.append(value)
         return {"t": "generator", "v": len(generators) - 1}
+    if isinstance(value, complex):
+        return {"t": "complex", "v": [_encode_float(value.real), _encode_float(value.imag)]}
+    if isinstance(value, np.complexfloating):
+        parts = [_encode_float(float(value.real)), _encode_float(float(value.imag))]
+        return {"t": "npscalar", "v": [value.dtype.name, parts]}
     if isinstance(value, (np.bool_, np.integer, np.floating)):
         item = value.item()
         item = _encode_float(item) if isinstance(item, float) else item
         return {"t": "npscalar", "v": [value.dtype.name, item]}
     raise GraphFileError(
         f"{where}: cannot store a value of type {type(value).__name__} ({value!r}); graph "
-        "attributes must be None, bool, int, float, str, tuples/lists of those, DTypes, SymDims "
-        "or Generators",
+        "attributes must be None, bool, int, float, complex, str, tuples/lists of those, DTypes, "
+        "SymDims or Generators",
         op="save_graph",
     )
 

@@ -5,10 +5,11 @@ paths do the same), instead of eight to twelve NumPy passes and op dispatches pe
 and the group's hyper-parameters as Python floats, and update the parameters and state buffers
 in place. The arithmetic is the eager update's (optim/adam.py, optim/sgd.py: PyTorch's
 single-tensor formulas) operation for operation, each hyper-parameter rounded to the arrays'
-dtype as the eager ops round a Python scalar, compiled with ``-ffp-contract=off``: the result
-equals the per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded, ``FMA`` the
-compiler's fused multiply-add, rounded once, as ops/add_alpha.py's kernel; nothing else here
-calls the math library).
+dtype as the eager ops round a Python scalar, compiled with ``-ffp-contract=off`` (Adam's
+float32 second moment fused explicitly, as PyTorch's addcmul_): the result equals the
+per-tensor NumPy path bit for bit (``sqrt`` is correctly rounded, ``FMA`` the compiler's
+fused multiply-add, rounded once, as ops/add_alpha.py's kernel; nothing else here calls the
+math library).
 
 Work is split in chunks of the parameters' concatenated elements, shared over ember's pool when
 there are enough of them. Each returns False where it does not apply (no compiler, another
@@ -80,7 +81,7 @@ INLINE void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *rest
     T mi = m[i];
     mi = near_start ? FMA(gi - mi, w1, mi) : FMA(gi - mi, w1_far, gi);
     T vi = v[i] * beta2;
-    vi = vi + gi * omb2 * gi;
+    vi = ADDCMUL(vi, omb2 * gi, gi);
     T second = vi;
     if (amsgrad) {
       T old = vmax[i];
@@ -88,7 +89,7 @@ INLINE void adam_span(T *restrict p, const T *restrict g, T *restrict m, T *rest
       vmax[i] = second;
     }
     T denom = SQRT(second) / bc2 + eps;
-    p[i] = pi - mi / denom * step_size;
+    p[i] = pi + (-step_size * mi) / denom; /* PyTorch's addcdiv_(m, denom, value=-step) */
     m[i] = mi;
     v[i] = vi;
   }
@@ -195,6 +196,13 @@ _TYPES = {
     np.dtype(np.float32): ("float", "sqrtf", "__builtin_fmaf"),
     np.dtype(np.float64): ("double", "sqrt", "__builtin_fma"),
 }
+# Adam's second moment, ``v + (c g) g``: PyTorch's addcmul_ fuses it (fma(c g, g, v)), which
+# the per-tensor ops reproduce in float32 only (optim/_common.py `addcmul_fused_`: float64 has
+# no wider type to sum in), so float64 rounds the product first in both
+_ADDCMUL = {
+    np.dtype(np.float32): "#define ADDCMUL(v, a, b) __builtin_fmaf(a, b, v)\n",
+    np.dtype(np.float64): "#define ADDCMUL(v, a, b) ((v) + (a) * (b))\n",
+}
 _FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno")
 _FLAGS += ("-fno-trapping-math", "-ffp-contract=off", "-std=gnu11")
 _P, _L, _I, _D = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_double
@@ -212,7 +220,8 @@ def _functions(dtype: np.dtype):
     if dtype not in _TYPES or not ccompile.compiler_available():
         return None
     c_type, sqrt, fma = _TYPES[dtype]
-    source = f"#define T {c_type}\n#define SQRT {sqrt}\n#define FMA {fma}\n" + _SOURCE
+    source = f"#define T {c_type}\n#define SQRT {sqrt}\n#define FMA {fma}\n" + _ADDCMUL[dtype]
+    source += _SOURCE
     try:
         found = {
             name: ccompile.load(source, name, args, flags=_FLAGS + ("-lm",))

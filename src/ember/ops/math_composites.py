@@ -1,6 +1,6 @@
 """Elementwise math written as composites of ember's ops, PyTorch's names (split from
 ops/extra_math.py): absolute, deg2rad, rad2deg, frac, heaviside, sinc, exp2, clamp_min,
-clamp_max and the in-place triu_/tril_; and logit, one op (its gradient PyTorch's). The
+clamp_max and the in-place triu_/tril_; and logit and sinc, ops (their gradients PyTorch's). The
 composites differentiate, capture and fuse through the ops they are made of; integer and bool
 inputs are promoted to the default float dtype first, as PyTorch does."""
 from __future__ import annotations
@@ -16,7 +16,8 @@ from . import api as E
 from ._created_nan import positive_created_nan
 from ._node_names import renames
 from ._registry import INPLACE, PUBLIC, OpDef, apply, export, is_traced, register
-from ._util import elementwise_cost, require_float, same_type
+from ._rules import Complex
+from ._util import elementwise_cost, require_float, require_float_or_complex, same_type
 from .promotion import to_tensor
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
@@ -77,15 +78,67 @@ def heaviside(input, values):
     return E.stop_gradient(E.where(x == 0, v, step))
 
 
+# sinc: one op, so its gradient is PyTorch's sinc_backward, ``g * conj(s cos s - sin s) /
+# conj(pi x^2)`` with s = pi x, and 0 where ``pi x^2`` is 0: the composite's autodiff,
+# ``g (cos(s) / s - sin(s) / s^2) pi``, subtracts two values of order 1/s that overflow or lose
+# every digit at tiny x (-inf at 1e-300 in float64, NaN at 1e-40 in float32, PyTorch's 0)
+
+
+def _sinc_infer(x):
+    require_float_or_complex("sinc", x)
+    return same_type(x)
+
+
+def _sinc_kernel(x):
+    # PyTorch's kernel: 1 at 0, else sin(pi x) / (pi x), computed in float32 for 16-bit floats
+    wide = x.astype(np.float32) if x.dtype in _HALF else x
+    zero = wide == 0
+    with np.errstate(all="ignore"):
+        s = np.where(zero, wide.dtype.type(1), wide) * wide.dtype.type(math.pi)
+        out = np.where(zero, wide.dtype.type(1), np.sin(s) / s)
+    return out.astype(x.dtype, copy=False)
+
+
+def _sinc_vjp(c, g):
+    x = c.inputs[0]
+    s = x * math.pi
+    squared = x * x * math.pi
+    out = g * E.conj(s * E.cos(s) - E.sin(s)) / E.conj(squared)
+    return (E.where(squared == 0, E.zeros((), dtype=out.dtype), out),)
+
+
+def _onnx_sinc(e):
+    x = e.inputs[0]
+    dtype = e.in_types[0].dtype
+    zero, one = _onnx.scalar(e, 0, dtype), _onnx.scalar(e, 1, dtype)
+    is_zero = e.node("Equal", [x, zero])
+    s = e.node("Mul", [e.node("Where", [is_zero, one, x]), _onnx.scalar(e, math.pi, dtype)])
+    return e.node("Where", [is_zero, one, e.node("Div", [e.node("Sin", [s]), s])])
+
+
+_SINC = register(
+    OpDef(
+        name="sinc",
+        kind="elementwise",
+        infer=_sinc_infer,
+        cached_infer=True,
+        kernel=_sinc_kernel,
+        vjp=_sinc_vjp,
+        cost=elementwise_cost(4),
+        save_inputs=(0,),
+        onnx=_onnx_sinc,
+        complex=Complex.GRADIENT,
+        grad_fn="SincBackward0",
+        doc="sinc(x): sin(pi x) / (pi x), 1 at 0; float and complex tensors",
+    )
+)
+
+
 @export(method=True, inplace=True)
-@renames("SincBackward0")
 def sinc(input):
-    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0 (where the gradient is 0); complex
-    tensors too."""
-    x = _float_or_complex(input)
-    zero = x == 0
-    safe = E.where(zero, 1.0, x) * math.pi
-    return E.where(zero, 1.0, E.sin(safe) / safe)
+    """The normalized sinc, ``sin(pi x) / (pi x)``, 1 at 0; complex tensors too. The gradient
+    is PyTorch's: 0 wherever ``pi x^2`` underflows to 0."""
+    return apply(_SINC, _float_or_complex(input))
 
 
 @export(method=True, inplace=True)

@@ -25,6 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import dtypes as dt
+from ..ops import api as E
+from ..ops._registry import apply
+from ..ops.add_scaled import ADD_SCALED
 from ..tensor import Tensor
 from .optimizer import OptimizerError, as_operand, check_number
 
@@ -89,9 +92,14 @@ def check_betas(op: str, group: dict[str, Any]) -> None:
 def add_scaled(target: Tensor, other: Tensor, alpha, *, inplace: bool = False) -> Tensor:
     """``target + alpha * other`` as PyTorch's ``add(other, alpha=alpha)``: eagerly (``alpha`` a
     Python float, floating tensors) one fused multiply-add rounded once (ops/add_alpha.py), as
-    ATen's CPU kernel computes it; a symbolic ``alpha`` (a recorded step) multiplies first."""
+    ATen's CPU kernel computes it; a symbolic ``alpha`` (a recorded step) too, by the op
+    taking it as an operand (ops/add_scaled.py)."""
     if isinstance(alpha, float) and target.dtype.is_floating_point:
         return target.add_(other, alpha=alpha) if inplace else target.add(other, alpha=alpha)
+    if target.dtype in (dt.float32, dt.float64) and other.dtype is target.dtype:
+        # (a recorded step's alpha, a graph value: the same single rounding, ops/add_scaled.py)
+        fused = apply(ADD_SCALED, target, other, as_operand(alpha, target))
+        return target.copy_(fused) if inplace else fused
     scaled = other * as_operand(alpha, target)
     return target.add_(scaled) if inplace else target + scaled
 
@@ -99,6 +107,19 @@ def add_scaled(target: Tensor, other: Tensor, alpha, *, inplace: bool = False) -
 def addcmul_(target: Tensor, t1: Tensor, t2: Tensor, value) -> Tensor:
     """``target += value * t1 * t2`` in place (``Tensor.addcmul_(t1, t2, value=value)``)."""
     return target.add_(t1 * as_operand(value, target) * t2)
+
+
+def addcmul_fused_(target: Tensor, scaled: Tensor, t2: Tensor) -> Tensor:
+    """``target = fma(scaled, t2, target)`` in place: PyTorch's CPU ``addcmul_(t1, t2,
+    value=v)`` with ``scaled = v * t1`` (its kernel's fused multiply-add, rounded once).
+    float32 is summed in float64, where the product is exact; rounding the float64 sum to
+    float32 differs from the fused single rounding only where that sum was itself rounded onto
+    a float32 tie (about one value in 2**29); float64 (and 16-bit floats) round the product
+    first."""
+    if target.dtype is not dt.float32:
+        return target.add_(scaled * t2)
+    wide = E.cast(scaled, dt.float64) * E.cast(t2, dt.float64) + E.cast(target, dt.float64)
+    return target.copy_(E.cast(wide, dt.float32))
 
 
 def addcdiv_(target: Tensor, t1: Tensor, t2: Tensor, value) -> Tensor:

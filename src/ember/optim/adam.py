@@ -7,19 +7,25 @@ The update is PyTorch's single-tensor, non-capturable ``torch.optim.Adam`` step:
     p = p * (1 - lr * weight_decay)                (AdamW: decoupled weight decay)
     g = g + weight_decay * p                       (Adam: L2 penalty in the gradient)
     m = lerp(m, g, 1 - beta1)
-    v = beta2 * v + (1 - beta2) * g * g
+    v = fma((1 - beta2) * g, g, beta2 * v)          (float64: the product rounded first)
     v_max = maximum(v_max, v)                      (amsgrad; v_max replaces v below)
-    p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+    p = p + (-(lr / (1 - beta1**t)) * m) / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 ``g + weight_decay * p`` is PyTorch's ``add(alpha=)`` and the lerp its ``lerp_`` kernel, each one
 fused multiply-add rounded once (optim/_common.py `add_scaled`, ops/pointwise_composite.py
-`lerp_fused`). PyTorch's float32 ``sqrt`` on x86 is not correctly rounded (it differs from
-IEEE's in the last bit of about one value in six), so the steps agree to a few units in the
-last place, not bit for bit (tests/test_sem59_optim_rounding.py). The bias corrections are
-computed in Python floats (double precision) from the step count, as
-PyTorch does. ``lr``, ``betas``, ``eps`` and ``weight_decay`` are runtime values of a recorded
-step (optim/optimizer.py `Optimizer._hyper`). State per parameter: ``'step'`` (float32 0-d
-tensor), ``'exp_avg'``, ``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
+`lerp_fused`), the second moment its ``addcmul_`` kernel's fused multiply-add
+(optim/_common.py `addcmul_fused_`); the last line is its ``addcdiv_(m, denom,
+value=-step_size)``, ``p + (value * m) / denom`` in that order. PyTorch's single-tensor step
+(its default on CPU tensors) and its multi-tensor one round alike. PyTorch's float32 ``sqrt``
+is MKL's vector sqrt, not correctly rounded (one unit in the last place from IEEE's on about
+one value in five), which no portable kernel reproduces: with a correctly rounded sqrt in
+PyTorch's step, ember's equals it bit for bit, and with its own the two agree to a few units
+in the last place (tests/test_sem59_optim_rounding.py, tests/optim/test_sem60_adam_order.py).
+A recorded step (its hyper-parameters graph values) rounds their products first
+(`add_scaled`). The bias corrections are computed in Python floats (double precision) from the
+step count, as PyTorch does. ``lr``, ``betas``, ``eps`` and ``weight_decay`` are runtime values
+of a recorded step (optim/optimizer.py `Optimizer._hyper`). State per parameter: ``'step'``
+(float32 0-d tensor), ``'exp_avg'``, ``'exp_avg_sq'`` and, with amsgrad, ``'max_exp_avg_sq'``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 from ..ops import api as E
 from ..tensor import Tensor
-from ._common import add_scaled, check_flags
+from ._common import add_scaled, addcmul_fused_, check_flags
 from ._multi_tensor import adam_step
 from .optimizer import (
     Optimizer,
@@ -151,11 +157,11 @@ class Adam(Optimizer):
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             lerp_(exp_avg, g, 1 - beta1, near_start)
             exp_avg_sq.mul_(as_operand(beta2, p))
-            exp_avg_sq.add_(g * as_operand(1 - beta2, p) * g)
+            addcmul_fused_(exp_avg_sq, g * as_operand(1 - beta2, p), g)
 
             bias_correction1 = 1 - beta1**step
             bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-            step_size = as_operand(lr / bias_correction1, p)
+            neg_step_size = as_operand(-(lr / bias_correction1), p)
             bias_correction2_sqrt = as_operand(bias_correction2_sqrt, p)
             if amsgrad:
                 second = state["max_exp_avg_sq"]
@@ -163,7 +169,8 @@ class Adam(Optimizer):
             else:
                 second = exp_avg_sq
             denom = second.sqrt() / bias_correction2_sqrt + as_operand(eps, p)
-            p.sub_(exp_avg / denom * step_size)
+            # (PyTorch's addcdiv_(m, denom, value=-step_size): p + (-step_size * m) / denom)
+            p.add_(neg_step_size * exp_avg / denom)
 
 
 class AdamW(Adam):

@@ -34,7 +34,8 @@ from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad
 from ..errors import EmberError, StateDictError
 from ..graph import scope as _scope
-from ..ops._registry import _base_mode, current_mode, scalar_value
+from ..ops._registry import _base_mode, apply, current_mode, scalar_value
+from ..ops.add_scaled import ADD_SCALED
 from ..ops.pointwise_composite import lerp_fused
 from ..ops.sparse_tensor import SparseTensor
 from ..tensor import Tensor
@@ -555,9 +556,16 @@ def lerp_(start: Tensor, end: Tensor, weight, near_start: bool | None = None) ->
     if isinstance(weight, float) and start.dtype in (dt.float32, dt.float64):
         # (PyTorch's lerp_ kernel: one fused multiply-add, ops/pointwise_composite.py)
         return start.copy_(lerp_fused(start, end, weight))
+    w = as_operand(weight, start)
+    if start.dtype not in (dt.float32, dt.float64):
+        if near_start:
+            return start.add_((end - start) * w)
+        return start.copy_(end - (end - start) * as_operand(1 - weight, start))
+    # (a symbolic weight: PyTorch's two forms, fma(w, end - start, start) or fma(w - 1,
+    # end - start, end), w - 1 computed in the tensors' dtype, as lerp_fused's; ops/add_scaled.py)
     if near_start:
-        return start.add_((end - start) * as_operand(weight, start))
-    return start.copy_(end - (end - start) * as_operand(1 - weight, start))
+        return start.copy_(apply(ADD_SCALED, start, end - start, w))
+    return start.copy_(apply(ADD_SCALED, end, end - start, w - 1))
 
 
 def as_operand(scalar, like: Tensor):

@@ -216,13 +216,20 @@ def quantize_dynamic(
     mapping=None,
     inplace: bool = False,
     *,
-    per_channel: bool = True,
+    per_channel: bool | None = None,
 ):
     """A copy of ``model`` whose `Linear` and `LSTM` layers (those types of ``qconfig_spec``,
-    default both) keep int8 weights and quantize their inputs at each call (PyTorch's
-    ``torch.ao.quantization.quantize_dynamic``). ``dtype``: ember.qint8, ember.int8 or
-    "qint8"; ``inplace=True`` changes ``model`` itself; ``mapping`` (PyTorch's own
+    default both) keep int8 weights and quantize their inputs at each call. ``dtype``
+    ember.qint8 (PyTorch's spelling, ``per_channel`` not given) is PyTorch's
+    ``torch.ao.quantization.quantize_dynamic`` with its numerics (torch_workflow.py); ember.int8
+    or "qint8" ember's own scheme (per-channel symmetric weights unless ``per_channel=False``);
+    ``inplace=True`` changes ``model`` itself; ``mapping`` (PyTorch's own
     replacement classes) must be None."""
+    if dtype is dt.qint8 and per_channel is None:  # (PyTorch's spelling: PyTorch's numerics)
+        from .torch_workflow import quantize_dynamic as torch_quantize_dynamic
+
+        return torch_quantize_dynamic(model, qconfig_spec, dtype, mapping, inplace)
+    per_channel = True if per_channel is None else per_channel
     if mapping is not None:
         raise QuantizationError("mapping: ember replaces Linear and LSTM with its own layers; "
                                 "pass mapping=None", op="quantize_dynamic")  # fmt: skip
