@@ -385,12 +385,14 @@ class Tensor(_reg.TensorBase):
             _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs), full)
         if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
             return self
-        if (  # (add_/sub_ with alpha=: ops/binary_alpha.py's direct kernel, no copy)
-            kwargs
-            and getattr(fn, "alpha_inplace", None) is not None
+        direct = getattr(fn, "direct_inplace", None)
+        if (  # (add_/sub_ with alpha=, addcmul_, addcdiv_, lerp_: the op's own direct route,
+            # ops/binary_alpha.py, ops/_pointwise_inplace.py: written into the memory, no copy)
+            direct is not None
             and not _reg._state.modes
             and _profiler is None
-            and fn.alpha_inplace(self, args, kwargs)
+            and (self._view_of is None or not _repeats_memory(self._data))
+            and direct(self, args, kwargs)
         ):
             self._vc[0] += 1
             return self
@@ -476,7 +478,8 @@ class Tensor(_reg.TensorBase):
         ufunc = fn.ufunc
         if len(args) != ufunc.nin - 1 or _reg._state.modes:  # only eager, never while capturing
             return False
-        dtype = self.dtype
+        a = self._data
+        dtype = _dt._BY_NP.get(a.dtype) or self.dtype
         if (
             dtype.is_bool
             or dtype.is_complex
@@ -488,11 +491,12 @@ class Tensor(_reg.TensorBase):
         for arg in args:
             if isinstance(arg, Tensor):
                 recording = recording or (_reg._state.grad_enabled and arg._requires_grad)
-                if arg._data.dtype != self._data.dtype or not _fits(arg.shape, self.shape):
+                b = arg._data
+                if b.dtype != a.dtype or (b.shape != a.shape and not _fits(b.shape, a.shape)):
                     return False
-                operands.append(arg._data)
+                operands.append(b)
             elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
-                if type(arg) is int and not _fits_integer(arg, self._data.dtype):
+                if type(arg) is int and not _fits_integer(arg, a.dtype):
                     return False  # (NumPy refuses it; the general route wraps it, as PyTorch)
                 if (
                     dtype.itemsize == 2
@@ -503,12 +507,12 @@ class Tensor(_reg.TensorBase):
                 operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
             else:
                 return False
-        if recording or not self._data.flags.writeable:
+        if recording or not a.flags.writeable:
             return False  # (read-only: the general route says why)
-        if self._view_of is not None and _repeats_memory(self._data):
+        if self._view_of is not None and _repeats_memory(a):
             return False  # (a ufunc reads each location once: the general route refuses it)
         if _profiler is None:
-            ufunc(self._data, *operands, out=self._data)
+            ufunc(a, *operands, out=a)
         else:
             _profiler.inplace_ufunc(ufunc, self, operands)
         self._vc[0] += 1
@@ -681,11 +685,12 @@ def _operand_arrays(args, kwargs) -> list:
     """The arrays of the tensors among an in-place op's arguments (or in lists or tuples of
     them, index_put_'s indices): what it reads while it writes."""
     arrays = []
-    for arg in (*args, *kwargs.values()):
-        if isinstance(arg, (list, tuple)):
+    for arg in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(arg, Tensor):  # (asked first: the common operand)
+            if isinstance(arg._data, np.ndarray):
+                arrays.append(arg._data)
+        elif isinstance(arg, (list, tuple)):
             arrays.extend(_operand_arrays(arg, {}))
-        elif isinstance(arg, Tensor) and isinstance(arg._data, np.ndarray):
-            arrays.append(arg._data)
     return arrays
 
 
