@@ -39,23 +39,17 @@ times the process's CPU time and keeps each side's best round; ``--clock wall`` 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
 from eager_small import small_cases
+from zoo import CLOCKS, cpu_header, default_clock
 
 import ember
 from ember import models
 from ember.kernels import cpool
 
 F = ember.nn.functional
-
-
-# the clock and the statistic over rounds: the process's CPU time and the best round (what
-# other processes on a shared machine do not inflate; one thread each), or wall-clock time and
-# the median round (what a multi-threaded call takes, pool wake-ups included)
-CLOCKS = {"process": (time.process_time, min), "wall": (time.perf_counter, statistics.median)}
 
 
 def _time(fn, calls: int, clock=time.perf_counter) -> float:
@@ -418,11 +412,13 @@ def main() -> None:
     if args.threads:  # (one thread each: steadier figures on a machine others share)
         cpool.set_num_threads(args.threads)
     torch.set_num_threads(cpool.get_num_threads())
-    clock = args.clock or ("process" if cpool.get_num_threads() == 1 else "wall")
+    clock = args.clock or default_clock(cpool.get_num_threads())
     stat = "best" if clock == "process" else "median"
+    for line in cpu_header():
+        print(line)
     print(
-        f"CPU: {cpool.cpu_model()}; ember {cpool.get_num_threads()} threads, torch "
-        f"{torch.__version__} {torch.get_num_threads()} threads; {stat} {clock}-clock us per call"
+        f"ember {cpool.get_num_threads()} threads, torch {torch.__version__} "
+        f"{torch.get_num_threads()} threads; {stat} {clock}-clock us per call"
     )
     print(f"{'case':36}{'ember':>10}{'torch':>10}{'ratio':>8}")
     wanted = [w for w in args.cases.split(",") if w]
