@@ -67,6 +67,8 @@ def _construct(data: tuple, dtype, device) -> np.ndarray:
     )
 
 
+_BFLOAT16_NP = _dt.bfloat16.np
+
 # the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
 _profiler = None
 
@@ -557,18 +559,22 @@ class Tensor(_reg.TensorBase):
             check(self, what)
 
     def item(self):
-        self._refuse_meta("Tensor.item()")
-        self._check_read(".item()")
-        if self._data.size != 1:
+        data = self._data
+        if type(data) is not np.ndarray:  # (the common array asked first: a loss logged per step)
+            self._refuse_meta("Tensor.item()")
+        if _reg._state.modes:
+            self._check_read(".item()")
+        if data.size != 1:
             raise ShapeError(  # (a RuntimeError too, as PyTorch raises)
                 f"only one-element tensors can be converted to a Python scalar, "
                 f"got shape {tuple(self.shape)}",
                 op="item",
             )
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
+        dtype = data.dtype
+        if dtype.metadata is not None and _qtensor.is_quantized(self):
             return _qtensor.dequantize(self).item()  # (PyTorch's: the dequantized value)
-        value = self._data.reshape(()).item()
-        if self.dtype is _dt.bfloat16:
+        value = data.item()
+        if dtype == _BFLOAT16_NP:  # (ml_dtypes' scalar: PyTorch gives a Python float)
             value = float(value)
         return value
 
