@@ -81,3 +81,57 @@ def test_item(dtype):
     assert type(e.item()) is type(t.item()) and e.item() == t.item()
     with pytest.raises(RuntimeError):
         ember.ones(2, dtype=getattr(ember, dtype)).item()
+
+
+VIEWS = [
+    ("view -1", lambda x: x.view(-1)),
+    ("view 3,-1", lambda x: x.view(3, -1)),
+    ("reshape", lambda x: x.reshape(4, 6)),
+    ("unsqueeze 0", lambda x: x.unsqueeze(0)),
+    ("unsqueeze -1", lambda x: x.unsqueeze(-1)),
+    ("squeeze", lambda x: x[:1].squeeze()),
+    ("squeeze 0", lambda x: x[:1].squeeze(0)),
+    ("squeeze 1", lambda x: x[:1].squeeze(1)),
+    ("t", lambda x: x[0].t()),
+    ("expand", lambda x: x[:1].expand(5, -1, -1)),
+    ("expand lead", lambda x: x[:1].expand(2, 5, -1, 4)),
+]
+
+
+@pytest.mark.parametrize("name,fn", VIEWS, ids=[v[0] for v in VIEWS])
+def test_views(name, fn):
+    """Shapes, node names, shared memory and version counters, gradients against PyTorch."""
+    a = np.random.default_rng(9).standard_normal((3, 2, 4)).astype(np.float32)
+    e, t = _pair(a)
+    ev, tv = fn(e), fn(t)
+    assert tuple(ev.shape) == tuple(tv.shape)
+    assert ev.grad_fn.name() == tv.grad_fn.name()
+    np.testing.assert_array_equal(ev.detach().numpy(), tv.detach().numpy())
+    w = np.arange(ev.numel(), dtype=np.float32).reshape(tuple(ev.shape))
+    (ev * ember.tensor(w)).sum().backward()
+    (tv * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(e.grad.numpy(), t.grad.numpy())
+    base = ember.tensor(a)
+    view = fn(base)
+    assert view._version == base._version and np.shares_memory(view.numpy(), base.numpy())
+    base.add_(1.0)  # (one version counter for a tensor and its views)
+    assert view._version == base._version == 1
+
+
+def test_view_errors():
+    x, t = ember.ones(2, 1, 3), torch.ones(2, 1, 3)
+    for bad in (lambda a: a.view(4, -1), lambda a: a.view(-1, -1), lambda a: a.unsqueeze(4)):
+        with pytest.raises((RuntimeError, IndexError)):
+            bad(t)
+        with pytest.raises((RuntimeError, IndexError)):
+            bad(x)
+    # -1 in a new leading dimension: refused (it names no existing size)
+    with pytest.raises(RuntimeError, match="leading"):
+        torch.ones(2, 1, 3).expand(-1, 2, 1, 3)
+    with pytest.raises(RuntimeError, match="leading"):
+        x.expand(-1, 2, 1, 3)
+    with pytest.raises(RuntimeError):
+        ember.ones(2, 3, 4).t()
+    with pytest.raises(RuntimeError):
+        torch.ones(2, 3, 4).t()
+    assert ember.ones(3).t().shape == torch.ones(3).t().shape
