@@ -19,20 +19,31 @@ Groups (``--groups``, comma-separated):
   nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True, dropout 0.1), loss mean(out ** 2),
   AdamW: zero_grad, forward, backward, optimizer step.
 
-Each row prints ember's and PyTorch's median microseconds and their ratio (below 1: ember is
+Each row prints ember's and PyTorch's microseconds per call and their ratio (below 1: ember is
 faster), with the CPU model in the header. Before timing, each case's results are checked
 against PyTorch's on the same inputs (values and gradients), so both sides do the same work.
 
-    python benchmarks/eager_ops.py [--groups dispatch,composite,optim,modules,step] [--rounds 7]
+* ``small`` (not run unless named): benchmarks/eager_small.py's small ops (reductions along
+  a dim, in-place updates, selections, views, copies, ``.item()``) at 1, 100 and 10,000
+  elements, without and with ``requires_grad``.
+
+``--cases`` keeps the cases whose name contains one of its comma-separated words
+(``--groups small --cases "n=100"``). ``--clock process`` (the default with ``--threads 1``)
+times the process's CPU time and keeps each side's best round; ``--clock wall`` the median.
+
+    python benchmarks/eager_ops.py [--groups dispatch,composite,optim,modules,step,small]
+                                   [--cases add,n=100] [--rounds 7] [--threads 1]
+                                   [--clock process|wall]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
+from eager_small import small_cases
+from zoo import CLOCKS, cpu_header, default_clock
 
 import ember
 from ember import models
@@ -41,27 +52,27 @@ from ember.kernels import cpool
 F = ember.nn.functional
 
 
-def _time(fn, calls: int) -> float:
-    start = time.perf_counter()
+def _time(fn, calls: int, clock=time.perf_counter) -> float:
+    start = clock()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - start) / calls
+    return (clock() - start) / calls
 
 
-def _interleaved(pairs: dict, rounds: int, budget_s: float) -> dict:
-    """name -> (ember us, torch us): medians over ``rounds`` alternations, each side called
-    enough times per round to take about ``budget_s``."""
-    out = {}
+def _interleaved(pairs: dict, rounds: int, budget_s: float, clock: str = "wall"):
+    """name -> (ember us, torch us) over ``rounds`` alternations (each side called enough
+    times per round to take about ``budget_s``), by the ``clock``'s statistic; yielded as
+    each case is timed."""
+    read, pick = CLOCKS[clock]
     for name, (e, t) in pairs.items():
         e(), t()  # warm
-        per = _time(e, 1)
+        per = _time(e, 10, time.perf_counter)
         calls = max(1, int(budget_s / max(per, 1e-7)))
         es, ts = [], []
         for _ in range(rounds):
-            es.append(_time(e, calls))
-            ts.append(_time(t, calls))
-        out[name] = (statistics.median(es) * 1e6, statistics.median(ts) * 1e6)
-    return out
+            es.append(_time(e, calls, read))
+            ts.append(_time(t, calls, read))
+        yield name, (pick(es) * 1e6, pick(ts) * 1e6)
 
 
 def _pair_tensors(arrays, grad: bool):
@@ -372,6 +383,7 @@ def module_cases():
 
 GROUPS = {
     "dispatch": (dispatch_cases, 0.02),
+    "small": (small_cases, 0.02),
     "composite": (composite_cases, 0.1),
     "optim": (optim_cases, 0.05),
     "modules": (module_cases, 0.02),
@@ -383,24 +395,42 @@ def main() -> None:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--groups", default=",".join(GROUPS))
+    parser.add_argument("--groups", default=",".join(g for g in GROUPS if g != "small"))
+    parser.add_argument(
+        "--cases", default="", help="comma-separated substrings: only cases naming one"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument(
         "--threads", type=int, default=0, help="threads of both sides (default: ember's pool's)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCKS),
+        help="process: CPU time, best round (default with one thread); wall: median round",
     )
     args = parser.parse_args()
     if args.threads:  # (one thread each: steadier figures on a machine others share)
         cpool.set_num_threads(args.threads)
     torch.set_num_threads(cpool.get_num_threads())
+    clock = args.clock or default_clock(cpool.get_num_threads())
+    stat = "best" if clock == "process" else "median"
+    for line in cpu_header():
+        print(line)
     print(
-        f"CPU: {cpool.cpu_model()}; ember {cpool.get_num_threads()} threads, torch "
-        f"{torch.__version__} {torch.get_num_threads()} threads; median us per call"
+        f"ember {cpool.get_num_threads()} threads, torch {torch.__version__} "
+        f"{torch.get_num_threads()} threads; {stat} {clock}-clock us per call"
     )
-    print(f"{'case':30}{'ember':>12}{'torch':>12}{'ratio':>8}")
+    print(f"{'case':36}{'ember':>10}{'torch':>10}{'ratio':>8}")
+    wanted = [w for w in args.cases.split(",") if w]
     for group in args.groups.split(","):
+        if group not in GROUPS:
+            parser.error(f"unknown group {group!r}; groups: {', '.join(GROUPS)}")
         build, budget = GROUPS[group]
-        for name, (e, t) in _interleaved(build(), args.rounds, budget).items():
-            print(f"{group + ': ' + name:30}{e:12.1f}{t:12.1f}{e / t:8.2f}", flush=True)
+        cases = build()
+        if wanted:
+            cases = {k: v for k, v in cases.items() if any(w in k for w in wanted)}
+        for name, (e, t) in _interleaved(cases, args.rounds, budget, clock):
+            print(f"{group + ': ' + name:36}{e:10.2f}{t:10.2f}{e / t:8.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ same run, at small batches where per-node overhead decides.
 Models: the MLP, the CNN and the GPT block of benchmarks/train_step.py (same weights on every
 side), each at batch 1 and 8 (``--batches``).
 
-Columns (medians of interleaved rounds, microseconds per call):
+Columns (microseconds per call over interleaved rounds: with ``--clock process``, the default
+with one thread (``--threads 1``), the process's CPU time and the best round, which other
+processes on a shared machine do not inflate; with ``--clock wall``, the median round):
 * ember fn: ``ember.function(model)``, the default path: the executor runtime/auto.py picks
   (``chosen`` under the row: generated code, the C graph runner on one thread or several, or the
   parallel workers, and why);
@@ -19,25 +21,26 @@ Every side's output is checked against ember eager's before timing.
 
     pip install -e '.[bench]'      # torch and jax[cpu]
     python benchmarks/inference.py [--cases mlp,cnn,gpt] [--batches 1,8] [--rounds 7]
+                                   [--threads 1] [--clock process|wall]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
 from train_step import _cases, _jax_forward, _reason, _torch_model
+from zoo import CLOCKS, cpu_header, default_clock
 
 import ember
 
 
-def _time(fn, calls: int) -> float:
-    start = time.perf_counter()
+def _time(fn, calls: int, clock=time.perf_counter) -> float:
+    start = clock()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - start) / calls
+    return (clock() - start) / calls
 
 
 def _sides(case, x: np.ndarray, notes: dict) -> tuple[dict, dict]:
@@ -115,14 +118,32 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=50, help="calls per side per round")
+    parser.add_argument("--threads", type=int, help="threads of every side (default: ember's)")
+    parser.add_argument(
+        "--clock",
+        choices=tuple(CLOCKS),
+        help="process: CPU time, best round (default with one thread); wall: median round",
+    )
     args = parser.parse_args()
     names = args.cases.split(",")
-    import platform
+    if args.threads:
+        ember.set_num_threads(args.threads)
+    threads = ember.get_num_threads()
+    try:
+        import torch
 
-    from ember.kernels.cpool import cpu_count, cpu_model
-
-    print(f"{cpu_model() or platform.processor()}, {cpu_count()} CPUs")
-    print("median us per forward call (interleaved rounds); ratios: ember fn (default) / peer")
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+    clock = args.clock or default_clock(threads)
+    read, pick = CLOCKS[clock]
+    for line in cpu_header():
+        print(line)
+    stat = "best process-clock" if clock == "process" else "median wall-clock"
+    print(
+        f"{stat} us per forward call ({threads} threads, interleaved rounds); ratios: "
+        "ember fn (default) / peer"
+    )
     header = ["ember fn", "codegen", "ember par", "torch", "compile", "jax jit"]
     print(
         f"{'case':10s}" + "".join(f"{h:>10s}" for h in header) + "    fn/torch fn/compile    fn/jax"
@@ -138,8 +159,8 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name, call in sides.items():
                     call()  # re-warm after the other sides
-                    times[name].append(_time(call, args.calls) * 1e6)
-            med = {k: statistics.median(v) for k, v in times.items()}
+                    times[name].append(_time(call, args.calls, read) * 1e6)
+            med = {k: pick(v) for k, v in times.items()}
             cells = "".join(f"{med[h]:10.0f}" if h in med else f"{'-':>10s}" for h in header)
             ratios = "".join(
                 f"{med['ember fn'] / med[p]:>10.2f}" if p in med and "ember fn" in med else " " * 10

@@ -74,6 +74,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ember.tensor_api",
             "ember.amp",
             "ember._tensor_extras",
+            "ember._tensor_inplace",
+            "ember._tensor_values",
             "ember._torch_function",
             "ember._storage",
             "ember._unsafe_split",

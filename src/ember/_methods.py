@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _meta
-from . import tensor as _tensor_module
+from . import _meta, _tensor_inplace
 from .ops import _autocast
 from .ops._node_names import rename_node
 from .ops._overlap import refuse_partial_overlap
@@ -260,7 +259,7 @@ def _fills_directly(self) -> bool:
         and data.flags.writeable
         and self._view_of is None
         and not (state.grad_enabled and self._requires_grad)
-        and _tensor_module._profiler is None
+        and _tensor_inplace._profiler is None
     )
 
 

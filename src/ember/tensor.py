@@ -2,8 +2,10 @@
 
 Everything a Tensor *computes* goes through the op registry: operator overloads and methods are
 the public functions that op modules export (``ops._registry.METHODS``), attached to the class
-when ember is imported. This module only owns the data holder, the in-place protocol and the
-Python protocols (repr, len, iteration, conversion to NumPy).
+when ember is imported. This module only owns the data holder and its autograd state; the
+in-place protocol (ember/_tensor_inplace.py) and the Python protocols (repr, len, iteration,
+conversion to NumPy: ember/_tensor_values.py) are installed as its methods from their own
+modules.
 
 Invariants:
 * ``_data`` is a NumPy array (never a NumPy scalar) of one of ember's dtypes.
@@ -18,21 +20,15 @@ import weakref
 
 import numpy as np
 
-from . import _meta, _views
+from . import _meta, _tensor_inplace, _tensor_values
 from . import dtypes as _dt
-from . import printing as _printing
 from . import random as _random
 from .devices import CPU, META
 from .devices import device as _device
 from .errors import ArgumentTypeError, AutogradError, DTypeError, MetaDataError, ShapeError
 from .grad_mode import InferenceVersion, _inference
-from .kernels.cprepack import exposed as _exposed
 from .ops import _registry as _reg
-from .ops import qtensor as _qtensor
 from .ops._data import to_array
-from .ops._overlap import ANY as _ANY_OVERLAP
-from .ops._overlap import refuse_partial_overlap as _refuse_partial_overlap
-from .ops._util import fit_inplace_result
 from .size import Size
 
 
@@ -67,18 +63,7 @@ def _construct(data: tuple, dtype, device) -> np.ndarray:
     )
 
 
-# the recording ember.profiler.profile, set by it: direct in-place ufuncs then show as events
-_profiler = None
-
-
-def _repeats_memory(a) -> bool:
-    """Whether some of ``a``'s elements certainly share memory: its extent is smaller than its
-    elements (overlapping windows of `Tensor.unfold`)."""
-    if a.size <= 1:
-        return False
-    extent = sum((n - 1) * abs(s) for n, s in zip(a.shape, a.strides)) + a.itemsize
-    return extent < a.size * a.itemsize
-
+_BFLOAT16_NP = _dt.bfloat16.np
 
 # called with each subclass of Tensor defined after ember's import (``__torch_function__``'s
 # dispatch is switched on at the first: ember/_torch_function.py, installed by ember/__init__)
@@ -353,320 +338,10 @@ class Tensor(_reg.TensorBase):
         self._data = to_array(value._data if isinstance(value, Tensor) else value, None)
         self._vc[0] += 1
 
-    # ------------------------------------------------------------------------------ in-place
-    def _check_inplace(self, what: str) -> None:
-        if not _reg.is_grad_enabled():
-            return
-        if self.grad_fn is None and self._requires_grad:
-            raise AutogradError(
-                "a leaf tensor that requires grad is being used in an in-place operation; "
-                "wrap the update in `with ember.no_grad():` or use the out-of-place form",
-                op=what,
-            )
 
-    def _inplace(self, name: str, fn, *args, **kwargs) -> Tensor:
-        """Run ``fn(self, *args)`` out of place and write the result into this tensor's memory.
-
-        The tensor's history moves to the new result, and the version counter is bumped so that
-        any backward that saved the old value reports the overwrite instead of using wrong data.
-        While gradients are recorded the op reads a copy of the old value, which it may save
-        (PyTorch saves the original self too). A value an op saved of its own result is that
-        result's array, not this tensor's memory, so ``b.exp_().sqrt_()`` differentiates
-        (PyTorch, whose exp_ saves b's memory, refuses that chain).
-        """
-        if _meta.active[0] and type(self._data) is _meta.MetaArray:
-            return self._meta_inplace(name, fn, args, kwargs)
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            _qtensor.write_inplace(self, name, fn, args, kwargs)
-            self._vc[0] += 1
-            return self
-        if not (getattr(fn, "one_value", False) or getattr(fn, "overlap_ok", False)):
-            full = getattr(fn, "overlap_refused", None) is _ANY_OVERLAP  # (indexed writes)
-            _refuse_partial_overlap(name, self._data, _operand_arrays(args, kwargs), full)
-        if getattr(fn, "ufunc", None) is not None and not kwargs and self._ufunc_inplace(fn, args):
-            return self
-        if (  # (add_/sub_ with alpha=: ops/binary_alpha.py's direct kernel, no copy)
-            kwargs
-            and getattr(fn, "alpha_inplace", None) is not None
-            and not _reg._state.modes
-            and _profiler is None
-            and fn.alpha_inplace(self, args, kwargs)
-        ):
-            self._vc[0] += 1
-            return self
-        self._check_inplace(name)
-        # a write through a view is also one into its base (_views.py); a graph being built
-        # follows the views of its own values only
-        through_view = (
-            self._view_of is not None and _reg._state.grad_enabled and not _reg._state.modes
-        )
-        if through_view:  # (a fill writes one value wherever shared memory repeats: allowed)
-            positions = _views.prepare(self, name, getattr(fn, "one_value", False))
-        if _reg._state.modes:  # a graph is being built: it functionalizes the update
-            inplace = getattr(_reg._state.modes[-1], "inplace", None)
-            if inplace is not None:
-                return inplace(self, name, fn, args, kwargs)
-        old = Tensor._wrap(self._data)
-        old._requires_grad = self._requires_grad
-        old.grad_fn = self.grad_fn
-        old._output_nr = self._output_nr
-        old._vc = self._vc
-        if _reg._state.grad_enabled and (self._requires_grad or _any_requires_grad(args, kwargs)):
-            # the op may save its operand for backward (pow_, sin_, mul_ by a tensor that
-            # requires grad): it gets the value before the write, as PyTorch saves the original
-            # self, instead of memory the write is about to change
-            old._data = self._data.copy()
-            old._vc = [0]
-        result = fn(old, *args, **kwargs)
-        if not isinstance(result, Tensor):
-            result = Tensor(result)
-        result = fit_inplace_result(name, result, self)
-        if through_view:
-            _views.refuse_multi_output(self, result, name)
-        if not self._data.flags.writeable:
-            _views.refuse_read_only(self, name)
-        np.copyto(self._data, result._data, casting="unsafe")
-        self._vc[0] += 1
-        if _reg.is_grad_enabled():
-            if result.grad_fn is not None:
-                self.grad_fn = result.grad_fn
-                self._output_nr = result._output_nr
-                self._requires_grad = True
-            elif self.grad_fn is not None:
-                # overwritten by values that do not depend on it (fill_, zero_, copy_ of a
-                # constant): as in PyTorch it stays in the graph, passing a zero gradient to
-                # its old value (a select, so no NaN or inf of the old value leaks)
-                everywhere = _reg.PUBLIC["full"](self.shape, True, dtype=_dt.bool_)
-                kept = _reg.PUBLIC["where"](everywhere, result, old)
-                self.grad_fn = kept.grad_fn
-                self._output_nr = kept._output_nr
-            if through_view and self._requires_grad:
-                _views.write_through(self, name, positions)
-            elif through_view:  # nothing to differentiate: the shared data is all there is
-                self._view_src = _views.stamp(self._view_of[0])
-        return self
-
-    def _meta_inplace(self, name: str, fn, args, kwargs) -> Tensor:
-        """An in-place op on a meta tensor: the op runs on stand-ins (a random fill draws
-        nothing: `_meta.creating`), its result's shape and dtype are checked to fit, and the
-        history moves to it; there is nothing to write."""
-        self._check_inplace(name)
-        old = Tensor._wrap(self._data)
-        old._requires_grad, old.grad_fn, old._output_nr = (
-            self._requires_grad,
-            self.grad_fn,
-            self._output_nr,
-        )
-        with _meta.creating():
-            result = fn(old, *args, **kwargs)
-        if not isinstance(result, Tensor):
-            result = Tensor(result)
-        fit_inplace_result(name, result, self)
-        self._vc[0] += 1
-        if _reg.is_grad_enabled() and result.grad_fn is not None:
-            self.grad_fn = result.grad_fn
-            self._output_nr = result._output_nr
-            self._requires_grad = True
-        return self
-
-    def _ufunc_inplace(self, fn, args) -> bool:
-        """The direct route of `_inplace` for a one-ufunc op (``fn.ufunc``): when nothing is
-        recorded and the operands need no promotion or broadcasting of x, compute into x's own
-        memory, as PyTorch's in-place kernels do. Returns False to take the general route."""
-        ufunc = fn.ufunc
-        if len(args) != ufunc.nin - 1 or _reg._state.modes:  # only eager, never while capturing
-            return False
-        dtype = self.dtype
-        if (
-            dtype.is_bool
-            or dtype.is_complex
-            or (fn.ufunc_float_only and not dtype.is_floating_point)
-        ):
-            return False  # (complex: the op's complex rule decides, in the general route)
-        recording = _reg._state.grad_enabled and self._requires_grad
-        operands = []
-        for arg in args:
-            if isinstance(arg, Tensor):
-                recording = recording or (_reg._state.grad_enabled and arg._requires_grad)
-                if arg._data.dtype != self._data.dtype or not _fits(arg.shape, self.shape):
-                    return False
-                operands.append(arg._data)
-            elif type(arg) in (int, float) and _dt.result_type(dtype, arg) is dtype:
-                if type(arg) is int and not _fits_integer(arg, self._data.dtype):
-                    return False  # (NumPy refuses it; the general route wraps it, as PyTorch)
-                if (
-                    dtype.itemsize == 2
-                    and dtype.is_floating_point
-                    and not _dt.holds_exactly(dtype, arg)
-                ):
-                    return False  # (half by a number it cannot hold: PyTorch's float32 math)
-                operands.append(arg)  # a weak scalar: NumPy keeps x's dtype, as ember does
-            else:
-                return False
-        if recording or not self._data.flags.writeable:
-            return False  # (read-only: the general route says why)
-        if self._view_of is not None and _repeats_memory(self._data):
-            return False  # (a ufunc reads each location once: the general route refuses it)
-        if _profiler is None:
-            ufunc(self._data, *operands, out=self._data)
-        else:
-            _profiler.inplace_ufunc(ufunc, self, operands)
-        self._vc[0] += 1
-        return True
-
-    # ------------------------------------------------------------------------------ conversion
-    def numpy(self, *, force: bool = False) -> np.ndarray:
-        """The underlying array, shared (not copied); it carries no autograd history. Writes
-        through it bypass the version counter, so a parameter's packed weights are no longer
-        trusted once it has been handed out (kernels/cprepack.py). A tensor that requires grad
-        is refused while gradients are recorded, as PyTorch refuses it (the array would escape
-        its history): detach it first, or pass ``force=True`` (the detached tensor's array, as
-        PyTorch's on the CPU); under ``no_grad`` (an autograd Function's forward included) it is
-        given, as PyTorch gives it."""
-        self._refuse_meta("Tensor.numpy()")
-        if self._requires_grad and not force and _reg._state.grad_enabled:
-            raise AutogradError(
-                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
-                "instead.",
-                op="numpy",
-            )
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            raise _qtensor.refuse_values("numpy")
-        _exposed(self._data)
-        return self._data
-
-    def __array__(self, dtype=None, copy=None):
-        self._refuse_meta("Tensor.__array__()")
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            raise _qtensor.refuse_values("__array__")
-        if dtype is not None and np.dtype(dtype) != self._data.dtype:
-            return self._data.astype(dtype)
-        if copy:
-            return self._data.copy()
-        _exposed(self._data)
-        return self._data
-
-    def _check_read(self, what: str) -> None:
-        """While a graph is built, refuse reading a value that the graph has changed."""
-        check = getattr(_reg._state.modes[-1], "check_read", None) if _reg._state.modes else None
-        if check is not None:
-            check(self, what)
-
-    def item(self):
-        self._refuse_meta("Tensor.item()")
-        self._check_read(".item()")
-        if self._data.size != 1:
-            raise ShapeError(  # (a RuntimeError too, as PyTorch raises)
-                f"only one-element tensors can be converted to a Python scalar, "
-                f"got shape {tuple(self.shape)}",
-                op="item",
-            )
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            return _qtensor.dequantize(self).item()  # (PyTorch's: the dequantized value)
-        value = self._data.reshape(()).item()
-        if self.dtype is _dt.bfloat16:
-            value = float(value)
-        return value
-
-    def tolist(self):
-        self._refuse_meta("Tensor.tolist()")
-        self._check_read(".tolist()")
-        if self._data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            raise _qtensor.refuse_values("tolist")
-        if self.dtype is _dt.bfloat16:
-            return self._data.astype(np.float32).tolist()
-        return self._data.tolist()
-
-    def __bool__(self) -> bool:
-        self._refuse_meta("Tensor.item()")
-        self._check_read("bool()")
-        if self._data.size != 1:
-            raise ShapeError(
-                f"the truth value of a tensor with {self._data.size} elements is ambiguous; "
-                "use .any() or .all()",
-                op="bool",
-            )
-        return bool(self._data.reshape(()))
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if not (self.dtype.is_integer or self.dtype.is_bool) or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be used as an index")
-        return int(self.item())
-
-    def __len__(self) -> int:
-        if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
-
-    def __iter__(self):
-        if self._data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        for i in range(self._data.shape[0]):
-            yield self[i]
-
-    def __contains__(self, element) -> bool:
-        """``element in t``: whether any element equals it (a broadcast comparison), as
-        PyTorch's ``(element == t).any()``."""
-        if not isinstance(element, (Tensor, bool, int, float, complex)):
-            raise DTypeError(
-                "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
-                f"{type(element)}",
-                op="contains",
-            )
-        return bool((self == element).any())
-
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __repr__(self) -> str:
-        if type(self._data) is _meta.MetaArray:
-            return self._meta_repr()
-        data = self._data
-        if data.dtype.metadata is not None and _qtensor.is_quantized(self):
-            # PyTorch's text: the dequantized values, then the size, dtype and parameters
-            values = _qtensor.dequantize(self)._data
-            return _printing.tensor_text(values, _qtensor.suffixes(self), shown_dtype=None)
-        if data.dtype.kind == "V" or data.dtype.itemsize < 4 and data.dtype.kind == "f":
-            data = data.astype(np.float32)  # (bfloat16, float16, float8: printed from float32)
-        default_float = _dt.get_default_dtype()
-        if data.size == 0:
-            shows_dtype = self.dtype is not default_float
-        else:
-            default_complex = _dt.get_default_complex_dtype()
-            shows_dtype = self.dtype not in (default_float, default_complex, _dt.int64, _dt.bool_)
-        suffixes = []
-        if self.grad_fn is not None:
-            suffixes.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self._requires_grad:
-            suffixes.append("requires_grad=True")
-        return _printing.tensor_text(
-            data, suffixes, shown_dtype=repr(self.dtype) if shows_dtype else None
-        )
-
-    def _meta_repr(self) -> str:
-        """PyTorch's text of a meta tensor: its size, and its dtype where not the default."""
-        parts = [f"size={tuple(self.shape)}"]
-        if self.dtype is not _dt.get_default_dtype():
-            parts.append(f"dtype={self.dtype!r}")
-        if self.grad_fn is not None:
-            parts.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self._requires_grad:
-            parts.append("requires_grad=True")
-        return "tensor(..., device='meta', " + ", ".join(parts) + ")"
-
-    def __format__(self, spec: str) -> str:
-        # PyTorch's rule: a 0-d plain Tensor formats as its number under any spec, the empty
-        # one too (f"loss {loss}" shows 0.6931471824645996, not tensor(0.6931)); a Parameter,
-        # a subclass or a tensor of more dimensions shows its text
-        if self._data.ndim == 0 and type(self) is Tensor:
-            return format(self.detach().item(), spec)
-        return str(self)
+# (the in-place protocol, and the values handed to Python and NumPy, in modules of their own)
+_tensor_inplace.install(Tensor)
+_tensor_values.install(Tensor)
 
 
 class _HookHandle:
@@ -675,44 +350,6 @@ class _HookHandle:
 
     def remove(self) -> None:
         self._table.pop(self._key, None)
-
-
-def _operand_arrays(args, kwargs) -> list:
-    """The arrays of the tensors among an in-place op's arguments (or in lists or tuples of
-    them, index_put_'s indices): what it reads while it writes."""
-    arrays = []
-    for arg in (*args, *kwargs.values()):
-        if isinstance(arg, (list, tuple)):
-            arrays.extend(_operand_arrays(arg, {}))
-        elif isinstance(arg, Tensor) and isinstance(arg._data, np.ndarray):
-            arrays.append(arg._data)
-    return arrays
-
-
-def _any_requires_grad(args, kwargs) -> bool:
-    """Whether a tensor among the arguments (or in a list or tuple of them) requires grad."""
-    for arg in (*args, *kwargs.values()):
-        if isinstance(arg, (list, tuple)):
-            if _any_requires_grad(arg, {}):
-                return True
-        elif isinstance(arg, Tensor) and arg._requires_grad:
-            return True
-    return False
-
-
-def _fits_integer(value: int, dtype: np.dtype) -> bool:
-    """Whether a Python int is a value of an integer (or any non-integer) NumPy dtype."""
-    if dtype.kind not in "iu":
-        return True
-    info = np.iinfo(dtype)
-    return info.min <= value <= info.max
-
-
-def _fits(shape: tuple, target: tuple) -> bool:
-    """Whether ``shape`` broadcasts to ``target`` without enlarging it."""
-    if len(shape) > len(target):
-        return False
-    return all(s == t or s == 1 for s, t in zip(shape[::-1], target[::-1]))
 
 
 # the engine's ``backward`` (autograd.py), bound at the first ``Tensor.backward`` call

@@ -55,7 +55,8 @@ def alpha_function(name: str, op, check, floating: bool):
             return rename_node(fused, node_name)
         return apply(op, x, _scale(name, y, alpha, dtype))
 
-    fn.alpha_inplace = lambda t, args, kwargs: alpha_inplace(name, t, args, kwargs)
+    # (Tensor._inplace's direct route for add_/sub_)
+    fn.direct_inplace = lambda t, args, kwargs: alpha_inplace(name, t, args, kwargs)
     return fn
 
 

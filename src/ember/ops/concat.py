@@ -224,7 +224,8 @@ def stack(tensors, dim=0, *, axis=None):
         _meta.refuse_mixed("stack", tensors)
     if not tensors:
         raise ShapeError("needs at least one tensor", op="stack")
-    shape = tuple(tensors[0].shape)
+    first = getattr(tensors[0], "_data", None)  # (an eager array: no Size made)
+    shape = first.shape if type(first) is np.ndarray else tuple(tensors[0].shape)
     for t in tensors:
         if t.shape != shape:
             listed = ", ".join(fmt_shape(x.shape) for x in tensors)
@@ -234,7 +235,11 @@ def stack(tensors, dim=0, *, axis=None):
     # names are for its own callers: stacking a sequence's steps makes many of these)
     grown = shape[:d] + (1,) + shape[d:]
     parts = [apply(RESHAPE, t, shape=grown) for t in tensors]
-    return rename_node(concat(parts, d), "StackBackward0")
+    if len(parts) == 1 or qtensor.is_quantized(parts[0]):
+        return rename_node(concat(parts, d), "StackBackward0")
+    # (concat's own checks hold: one shape of one rank, at least 1, so none is its legacy
+    # empty 1-d tensor)
+    return rename_node(apply(CONCAT, *promote(*parts), axis=d), "StackBackward0")
 
 
 @export(method=True)

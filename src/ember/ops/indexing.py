@@ -475,7 +475,8 @@ def getitem(x, index):
     any step, None, Ellipsis, integer tensors/lists/arrays and bool masks. Basic indexing returns
     a view sharing memory with x; advanced indexing a copy. Gradients scatter-add back."""
     x = to_tensor(x)
-    shape = tuple(x.shape)
+    data = getattr(x, "_data", None)  # (an eager tensor's array: its shape, no Size made)
+    shape = data.shape if type(data) is np.ndarray else tuple(x.shape)
     entries = parse_basic("getitem", shape, index)
     if entries is not None:  # ints, slices, None and Ellipsis only: one view
         return apply(GETITEM, x, index=entries)

@@ -24,6 +24,7 @@ from ..errors import (
     KernelDTypeError,
 )
 from . import _item_scalars as _items
+from . import _pointwise_inplace
 from . import api as E
 from ._node_names import rename_node, renames
 from ._registry import TensorBase, export, is_grad_enabled
@@ -94,10 +95,16 @@ def _value(op: str, value, dtype):
         raise DTypeError(f"a complex value {value!r} for a {dtype} result", op=op)
     # PyTorch converts the value to the result's dtype, or to float32 for a 16-bit float
     # result (its kernels' "opmath" type), refusing a number beyond that type's range
-    check_fill_value(op, value, dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype)
+    check_fill_value(op, value, _opmath(dtype))
     if dtype.is_floating_point:
         return float(value)
     return int(value)
+
+
+def _opmath(dtype):
+    """The dtype PyTorch's CPU kernels compute a dtype's pointwise ops in: float32 for the
+    16-bit floats, else the dtype itself."""
+    return dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
 
 
 def _in_float(dtype, fn, *tensors):
@@ -159,8 +166,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     return saves(rename_node(out, "AddcdivBackward0"), *saved)
 
 
-for _fn in (addcmul, addcdiv):
-    export(_fn, method=True, inplace=True)
+_ADDC = (addcmul, addcdiv)
 
 
 def lerp_fused(a, b, w: float):
@@ -191,6 +197,8 @@ def lerp(input, end, weight):
     if not isinstance(weight, TensorBase):
         # (|w| < 0.5 picks the form; a complex weight only with complex tensors)
         w = complex(weight) if input.dtype.is_complex else float(weight)
+        if not input.dtype.is_complex:  # (PyTorch's conversion of the weight: no overflow)
+            check_fill_value("lerp", w, _opmath(input.dtype))
         if input.dtype.is_complex:
             if abs(w) < 0.5:
                 out = _in_float(input.dtype, lambda a, b: a + (b - a) * w, input, end)
@@ -218,7 +226,9 @@ def lerp(input, end, weight):
     return saves(rename_node(out, "LerpBackward1"), *saved)
 
 
-export(lerp, method=True, inplace=True)
+_pointwise_inplace.attach(addcmul, addcdiv, lerp, _value)  # (before export copies them)
+for _fn in (*_ADDC, lerp):
+    export(_fn, method=True, inplace=True)
 
 
 def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):

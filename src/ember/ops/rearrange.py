@@ -25,6 +25,7 @@ from ._registry import OpDef, TensorBase, apply, export, register
 from ._rules import Complex
 from ._util import fmt_shape, memory_cost, normalize_axis
 from .promotion import to_tensor
+from .shape import PERMUTE
 
 # ------------------------------------------------------------------------------------ roll
 
@@ -283,7 +284,10 @@ def t(input):
             "transpose(dim0, dim1) or permute",
             op="t",
         )
-    return rename_node(E.transpose(x, 0, 1), "TBackward0") if x.ndim == 2 else x
+    if x.ndim != 2:
+        return x
+    # (the permute op applied directly: transpose's checks hold for a matrix's two axes)
+    return rename_node(apply(PERMUTE, x, dims=(1, 0)), "TBackward0")
 
 
 export(t, method=True)

@@ -38,6 +38,7 @@ from ._util import (
     value_bytes,
 )
 from .cast import accumulated_as
+from .gather import _GATHER
 from .promotion import to_tensor
 from .shape import _BROADCAST as BROADCAST
 from .shape import RESHAPE
@@ -453,16 +454,22 @@ def _amax_public(op, all_op, arg_op_name, result_type):
             return qtensor_ops.extreme(x, op.name == "max", dim, keepdim)
         if dim is not None and isinstance(dim, int) and axis is None:
             # the values are gathered at the indices, so the gradient goes to the returned
-            # index alone, as in PyTorch (amax/amin share it among ties)
+            # index alone, as in PyTorch (amax/amin share it among ties); the primitives
+            # applied directly (the public functions' checks hold by construction)
             x = to_tensor(x)
             # (argmax refuses bool tensors, as PyTorch's does; max(x, dim) takes them)
             ranked = E.cast(x, dt.uint8) if x.dtype is dt.bool_ else x
-            indices = getattr(E, arg_op_name)(ranked, dim, True)
-            values = E.gather(x, dim, indices) if x.ndim else x
-            if not keepdim and x.ndim:
-                values, indices = E.squeeze(values, dim), E.squeeze(indices, dim)
-            elif not x.ndim:
-                indices = E.reshape(indices, ())
+            if not x.ndim:  # (a 0-d tensor's dim 0 or -1: itself, at index 0)
+                indices = getattr(E, arg_op_name)(ranked, dim, True)
+                return result_type(x, E.reshape(indices, ()))
+            a = normalize_axis(op.name, dim, x.ndim)
+            indices = apply(_ARG_OPS[arg_op_name], ranked, axis=a, keepdims=True)
+            values = apply(_GATHER, x, indices, axis=a)
+            if not keepdim:
+                shape = tuple(x.shape)
+                shape = shape[:a] + shape[a + 1 :]
+                indices = apply(RESHAPE, indices, shape=shape)
+                values = rename_node(apply(RESHAPE, values, shape=shape), "SqueezeBackward1")
             return result_type(rename_node(values, f"{title}Backward0", x), indices)
         if dim is None and axis is None:
             x = to_tensor(x)
@@ -506,8 +513,11 @@ def _arg_kernel(fn):
     return kernel
 
 
+_ARG_OPS: dict = {}  # argmax's and argmin's ops, for max(x, dim) and min(x, dim)
+
+
 def _arg(name, fn):
-    op = register(
+    op = _ARG_OPS[name] = register(
         OpDef(
             name=name,
             attrs={"axis": R.Optional(R.Axis())},  # (None: the flattened tensor)

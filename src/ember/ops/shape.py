@@ -43,13 +43,17 @@ def resolve_shape(op: str, in_shape, shape) -> tuple:
     if -1 in shape:
         if shape.count(-1) > 1:
             raise ShapeError(f"only one dimension can be -1, got {fmt_shape(shape)}", op=op)
-        known = numel(s for s in shape if s != -1)
+        known = 1
+        for s in shape:  # (every x.view(-1) passes here: no generator)
+            if s != -1:
+                known *= s
         if known == 0 or total % known:
             raise ShapeError(
                 f"cannot reshape {fmt_shape(in_shape)} ({total} elements) into {fmt_shape(shape)}",
                 op=op,
             )
-        shape = tuple(total // known if s == -1 else s for s in shape)
+        i = shape.index(-1)
+        shape = (*shape[:i], total // known, *shape[i + 1 :])
     negative = False
     for s in shape:  # (every reshape passes here twice: no generator)
         if s < 0:
@@ -120,7 +124,7 @@ def reshape(x, *shape):
     """Same elements in a new shape; one dimension may be -1. Always a new tensor, a view of x
     where x's strides allow (PyTorch's: ``x.reshape(x.shape) is not x``)."""
     x = to_tensor(x)
-    shape = resolve_shape("reshape", tuple(x.shape), shape_arg(shape))
+    shape = resolve_shape("reshape", _shape_of(x), shape_arg(shape))
     out = apply(RESHAPE, x, shape=shape)
     if getattr(out, "grad_fn", None) is None:
         return out
@@ -133,6 +137,12 @@ def reshape(x, *shape):
     if type(data) is np.ndarray:  # (a strided tensor that views: PyTorch's _reshape_alias)
         return rename_node(out, "ReshapeAliasBackward0")
     return out
+
+
+def _shape_of(x) -> tuple:
+    """x's shape as a tuple: an eager tensor's array's (no Size made), else its own."""
+    data = getattr(x, "_data", None)
+    return data.shape if type(data) is np.ndarray else tuple(x.shape)
 
 
 def _strides_for_view(x) -> tuple:
@@ -151,7 +161,7 @@ def view_shape(x, *shape):
     """`reshape` under ``view``'s name (PyTorch's ``view``: ``x.view(x.shape) is not x``; its
     ``_base`` is x)."""
     x = to_tensor(x)
-    shape = resolve_shape("view", tuple(x.shape), shape_arg(shape))
+    shape = resolve_shape("view", _shape_of(x), shape_arg(shape))
     data = getattr(x, "_data", None)  # (an eager tensor's array: contiguous ones view as any)
     contiguous = type(data) is np.ndarray and data.flags.c_contiguous
     if not contiguous and not _viewable(tuple(x.shape), _strides_for_view(x), shape):
@@ -212,8 +222,10 @@ def squeeze(x, dim=None, *, axis=None):
     """Drop size-1 dimensions (all of them, or those in ``dim`` that have size 1)."""
     x = to_tensor(x)
     d = pick_axis(dim, axis)
-    axes = tuple(i for i in normalize_axes("squeeze", d, x.ndim) if x.shape[i] == 1)
-    out = reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    shape = _shape_of(x)
+    axes = tuple(i for i in normalize_axes("squeeze", d, len(shape)) if shape[i] == 1)
+    # (the reshape op applied directly: reshape's checks hold, one size-1 axis fewer)
+    out = apply(RESHAPE, x, shape=tuple(s for i, s in enumerate(shape) if i not in axes))
     # (PyTorch numbers squeeze's overloads: all dims, one dim, several dims)
     number = 0 if d is None else 1 if isinstance(d, int) else 2
     return rename_node(out, f"SqueezeBackward{number}", x)
@@ -223,9 +235,11 @@ def squeeze(x, dim=None, *, axis=None):
 def unsqueeze(x, dim):
     """Insert a size-1 dimension at ``dim``."""
     x = to_tensor(x)
-    d = normalize_axis("unsqueeze", dim, x.ndim + 1)
-    shape = tuple(x.shape)
-    return rename_node(reshape(x, shape[:d] + (1,) + shape[d:]), "UnsqueezeBackward0", x)
+    shape = _shape_of(x)
+    d = normalize_axis("unsqueeze", dim, len(shape) + 1)
+    # (the reshape op applied directly: reshape's checks hold, one size-1 axis more)
+    out = apply(RESHAPE, x, shape=shape[:d] + (1,) + shape[d:])
+    return rename_node(out, "UnsqueezeBackward0", x)
 
 
 # ----------------------------------------------------------------------------- broadcast_to
@@ -241,8 +255,9 @@ def _broadcast_infer(x, *, shape):
 
 
 def _broadcast_kernel(x, *, shape):
-    lead = len(shape) - x.ndim
-    if x.shape == tuple(shape[lead:]) and all(s == 1 for s in shape[:lead]):
+    own = x.shape
+    lead = len(shape) - len(own)
+    if own == tuple(shape[lead:]) and all([s == 1 for s in shape[:lead]]):
         # no element repeated: a writable view (unit axes in front), as PyTorch's expand, whose
         # result takes in-place writes where no two elements share memory
         return x[(None,) * lead] if lead else x.view()
@@ -255,10 +270,7 @@ def _broadcast_kernel(x, *, shape):
             x.dtype,
             x,
             0,
-            tuple(
-                0 if i < lead or x.shape[i - lead] == 1 else strides[i - lead]
-                for i in range(len(shape))
-            ),
+            (0,) * lead + tuple([0 if n == 1 else step for n, step in zip(own, strides)]),
         )
         view.flags.writeable = False
         return view
@@ -305,10 +317,18 @@ def broadcast_to(x, *shape):
 @export(method=True, toplevel=False)
 def expand(x, *sizes):
     """PyTorch's expand: like broadcast_to, with -1 meaning 'keep this dimension'."""
+    x = to_tensor(x)
     sizes = shape_arg(sizes)
-    lead = len(sizes) - x.ndim
-    shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
-    return broadcast_to(x, shape)
+    own = _shape_of(x)
+    lead = len(sizes) - len(own)
+    if -1 in sizes[:lead]:  # (PyTorch's refusal; own[i - lead] would read from the end)
+        raise ShapeError(
+            f"expand({fmt_shape(sizes)}): -1 is not allowed in a leading, new dimension of a "
+            f"tensor of shape {fmt_shape(own)}",
+            op="expand",
+        )
+    shape = tuple([own[i - lead] if s == -1 else s for i, s in enumerate(sizes)])
+    return apply(_BROADCAST, x, shape=shape)  # (broadcast_to's, its shape made here)
 
 
 @export(method=True, toplevel=False)
@@ -368,7 +388,7 @@ def _onnx_permute_pairs(e):  # (complex values: their parts' axis kept last)
     return e.node("Transpose", e.inputs, perm=[d % n for d in e.attrs["dims"]] + [n])
 
 
-_PERMUTE = register(
+PERMUTE = _PERMUTE = register(
     OpDef(
         name="permute",
         quantized="per_tensor",  # (moves elements: ops/qtensor.py)

@@ -6,8 +6,8 @@ the places where work runs, each without cost to the unprofiled path:
 * **eager ops**: it swaps the dispatcher's base mode for `_ProfilingEagerMode`, which times
   `EagerMode.apply` around each call. Unprofiled dispatch is untouched: no flag is checked per
   op. The direct route of a plain in-place ufunc (``Tensor._ufunc_inplace``: an optimizer's
-  ``p.sub_(...)`` with nothing recorded), which runs no op, is timed through ``tensor._profiler``
-  and shows as ``sub_``, priced by the ufunc's op.
+  ``p.sub_(...)`` with nothing recorded), which runs no op, is timed through
+  ``_tensor_inplace._profiler`` and shows as ``sub_``, priced by the ufunc's op.
 * **eager backward**: ``autograd._profiler`` makes the backward engine open a ``backward`` range
   around the pass and one range per tape node (``MulBackward0``, ...); ops run inside get the
   category ``backward``.
@@ -25,7 +25,6 @@ while the program runs.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import threading
 
@@ -207,10 +206,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
                 "ember.profiler.profile: another profiler is already recording; profilers do "
                 "not nest (use ember.profiler.record_function for sub-ranges)"
             )
+        from .. import _tensor_inplace as tensor
         from .. import autograd
         from ..runtime import codegen
-
-        tensor = importlib.import_module("..tensor", __package__)  # (ember.tensor: a function)
 
         self._events, self._finished = [], False
         self._start_ns = _now()
@@ -222,10 +220,9 @@ class profile:  # noqa: N801  (PyTorch's name: torch.profiler.profile)
 
     def _stop(self) -> None:
         global _active
+        from .. import _tensor_inplace as tensor
         from .. import autograd
         from ..runtime import codegen
-
-        tensor = importlib.import_module("..tensor", __package__)  # (ember.tensor: a function)
 
         base, autograd._profiler, codegen.profiler, tensor._profiler = self._saved
         _reg.set_base_mode(base)
