@@ -24,8 +24,9 @@ def temporaries(
     (as the op takes them) in ``dtype``; the scratch buffers it keeps between calls (the padded
     input) are not counted. None where it does not apply (the NumPy kernels run instead). Mirrors
     the allocations above: the forward's packed weight (zero-filled, then made contiguous: two
-    at once; none for one 2-d group); the input gradient's flipped weight beside the forward's packing; the weight
-    gradient's per-block partial sums and its finiteness mask of the result. ``strided``: the
+    at once; none for one 2-d group); the input gradient's flipped weight beside the forward's
+    packing; the weight gradient's per-block partial sums and its finiteness mask of the
+    result. ``strided``: the
     weight gradient's input is a strided view (a phase of a strided convolution's,
     kernels/cconv_phases.py), which the per-sample products and the channels-last copy first
     make contiguous."""
