@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.kernels import ccompile
 from ember.graph import interpreter
+from ember.kernels import ccompile
 from ember.plan import measure_peak
 from ember.transforms.remat import forward_nodes
 from ember.transforms.row_statistics import saves_bytes, split
