@@ -51,8 +51,9 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     there, kept only where ``plan`` (graph -> MemoryPlan) of ``finish(graph)`` scores lower;
     returns (graph, [names of the recomputed values]).
 
-    Each round tries together such values live at the current plan's peak (only those can
-    lower it) whose operands are the step's inputs (parameters, the batch: alive over the
+    Each round first tries the splits of transforms/row_statistics.py (every saved result
+    at the peak whose op's ``row_statistics`` rule saves fewer bytes, together), then together
+    such values live at the current plan's peak (only those can lower it) whose operands are the step's inputs (parameters, the batch: alive over the
     whole call, so recomputing only shortens what is held), then together the elementwise
     results whose operand the backward reads anyway (`_beside_saved`), then each of the
     others alone (the largest `MAX_ALONE`); the first trial that scores lower (remat.py's
