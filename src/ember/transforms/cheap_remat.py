@@ -52,9 +52,10 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     returns (graph, [names of the recomputed values]).
 
     Each round first tries the splits of transforms/row_statistics.py (every saved result
-    at the peak whose op's ``row_statistics`` rule saves fewer bytes, together), then together
-    such values live at the current plan's peak (only those can lower it) whose operands are the step's inputs (parameters, the batch: alive over the
-    whole call, so recomputing only shortens what is held), then together the elementwise
+    at the peak whose op's ``row_statistics`` rule saves fewer bytes, together), then
+    together such values live at the current plan's peak (only those can lower it) whose
+    operands are the step's inputs (parameters, the batch: alive over the whole call, so
+    recomputing only shortens what is held), then together the elementwise
     results whose operand the backward reads anyway (`_beside_saved`), then each of the
     others alone (the largest `MAX_ALONE`); the first trial that scores lower (remat.py's
     `score`: the peak, then the memory held over the call) is kept, and the next round looks
