@@ -147,6 +147,10 @@ Transforms
   pick of the target's log-probability), on the picked elements only
   (transforms/row_statistics.py, tried by transforms/cheap_remat.py where it plans a lower
   peak): half the bytes, the same values.
+* ``keeps_order``: True: the kernel lays its result out in the memory order of its first
+  operand of the result's shape, as a NumPy ufunc's result (order 'K'): cast's ``astype`` of
+  a permuted view is permuted too; plan/layout.py follows it, so the planner sees the copies
+  later kernels make of such a result (ember's GEMM copying a batch not one stride apart).
 * ``gathers(attrs) -> int | None``: the result holds operand 0's elements at the positions
   operand 1 names along this axis, the result's own position along the others (torch.gather),
   so an elementwise function of operand 0 and values of size 1 along that axis commutes with
