@@ -237,17 +237,19 @@ def temporaries(
     ``backward``) allocates beyond its results at its peak, or None where it does not run (the
     NumPy kernels do). Mirrors the allocations above: `_Product`'s packed W_hh (none where
     ``kept``: a frozen graph constant's pack, kept between calls; one step: none, b read as it
-    lies) and its per-step product rows; backward, beside them, the GRU's gradient of the
-    recurrent gates, and `_weight_grad`'s transposed sum with the product being added to it.
+    lies; on the BLAS, W_hh.T's row-major copy) and its per-step product rows; backward,
+    beside them, the GRU's gradient of the recurrent gates, and `_weight_grad`'s transposed
+    sum with the product being added to it.
     The blocks of units follow the threads' split `_Product` takes."""
     dtype = np.dtype(dtype)
-    if _packed_functions(dtype) is None or _loop(dtype) is None or not steps * rows * hidden:
+    if _loop(dtype) is None or not steps * rows * hidden:
         return None
     gates, item = _GATES[cell], dtype.itemsize
     # (the product's b: W_hh transposed forward, G*H x H W_hh itself backward)
     k, n, g = (gates * hidden, hidden, 1) if backward else (hidden, gates * hidden, gates)
-    if steps == 1:
-        product = rows * n
+    if steps == 1 or _packed_functions(dtype) is None:
+        # the plain product's rows; several steps read b row-major: forward, W_hh.T copied
+        product = rows * n + (k * n if steps > 1 and not backward else 0)
     else:
         from . import cpool
 
