@@ -16,6 +16,14 @@ thread each side (``--threads``), times the best of interleaved rounds of proces
 The 16-bit speed depends on the C kernels reading and writing bfloat16/float16 (kernels/);
 where a product or convolution has none, it runs the NumPy reference in 16 bits.
 
+``--batch-scale K``: the zoo's training batch times K (at the zoo's batches the float32
+parameters and optimizer state are a third of some steps' peaks; issue 22's 0.6x is for steps
+whose activations dominate).
+
+``--saved N``: after each model's lines, the N largest values its bfloat16 step holds at its
+planned peak (`ember.plan.plan_program`), with their part, dtype and the op that made them:
+where the 16-bit step's bytes are.
+
 ``--train-accuracy``: ``ember train`` of the default CNN on Fashion-MNIST for ``--epochs``, in
 float32 and with ``--amp bf16`` and ``--amp fp16``, the same seed: the test accuracies and their
 differences from float32, in points (issue 22 asks for within 0.3). Minutes per epoch.
@@ -67,11 +75,11 @@ def _step(lib, name: str, precision: str, model, opt, captured: bool):
     return ember.function(step) if captured else step
 
 
-def _setup(lib, name: str):
+def _setup(lib, name: str, scale: int = 1):
     lib.manual_seed(0)
     model = zoo.build(name, lib)
     opt = zoo.optimizer(name, lib, model.parameters())
-    x, y = zoo.inputs(name, zoo.SPECS[name].train_batch)
+    x, y = zoo.inputs(name, scale * zoo.SPECS[name].train_batch)
     return model, opt, lib.tensor(x), lib.tensor(y)
 
 
@@ -113,13 +121,15 @@ def _torch_peak(torch, fn, args, model, opt) -> int:
     return held + max([0, *totals])
 
 
-def bench_model(name: str, steps: int, rounds: int, torch, precisions) -> None:
+def bench_model(
+    name: str, steps: int, rounds: int, torch, precisions, saved: int = 0, scale: int = 1
+) -> None:
     runs, objects = {}, {}
     for precision in precisions:
-        model, opt, x, y = _setup(ember, name)
+        model, opt, x, y = _setup(ember, name, scale)
         runs[("ember", precision)] = (_step(ember, name, precision, model, opt, True), (x, y))
         if torch is not None:
-            model, opt, x, y = _setup(torch, name)
+            model, opt, x, y = _setup(torch, name, scale)
             runs[("torch", precision)] = (_step(torch, name, precision, model, opt, False), (x, y))
             objects[precision] = (model, opt)
     peaks, torch_peaks = {}, {}
@@ -154,6 +164,28 @@ def bench_model(name: str, steps: int, rounds: int, torch, precisions) -> None:
                 f"x f32 {torch_peaks[precision] / torch_peaks['float32']:5.2f}"
             )
         print(line, flush=True)
+    if saved and "bfloat16" in precisions:
+        fn, args = runs[("ember", "bfloat16")]
+        print("\n".join(largest_at_peak(fn, args, saved)), flush=True)
+
+
+def largest_at_peak(fn, args, count: int) -> list[str]:
+    """The ``count`` largest buffers alive at the planned peak of ``fn``'s program: one line
+    each (MiB, part, dtype and shape, the op that made it)."""
+    from ember.plan.program import plan_program
+
+    program = fn.compile(*args)
+    plan = plan_program(program)
+    graph = program.memory_layout().graph
+    made = {v.name: (v.type, n) for n in graph.nodes for v in n.outputs}
+    made.update({v.name: (v.type, None) for v in graph.inputs})
+    lines = [f"  planned peak {plan.peak_bytes / 2**20:.2f} MiB at %{plan.peak_node}"]
+    for live in sorted(plan.live_at_peak, key=lambda b: -b.nbytes)[:count]:
+        kind, node = made.get(live.name, (None, None))
+        what = "input" if node is None else node.op.name if node.kind == "call" else node.kind
+        shape = "" if kind is None else f"{kind.dtype} {tuple(kind.shape)}"
+        lines.append(f"    {live.nbytes / 2**20:7.3f} MiB  {live.part:18s} {shape}  {what}")
+    return lines
 
 
 def _cpu_family_model() -> str:
@@ -209,6 +241,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="threads of each side")
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument(
+        "--batch-scale", type=int, default=1, help="the zoo's training batch times this"
+    )
+    parser.add_argument("--saved", type=int, default=0, help="list the bf16 step's N largest")
     parser.add_argument("--train-accuracy", action="store_true")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--amp", default="bf16,fp16", help="the --amp settings to compare")
@@ -232,7 +268,8 @@ def main() -> None:
         torch = None
         print("(torch not installed: no peer column; pip install torch)")
     for name in args.models.split(","):
-        bench_model(name, args.steps, args.rounds, torch, args.precisions.split(","))
+        precisions = args.precisions.split(",")
+        bench_model(name, args.steps, args.rounds, torch, precisions, args.saved, args.batch_scale)
     np.seterr(all="warn")
     if args.all:
         here = os.path.dirname(os.path.abspath(__file__))

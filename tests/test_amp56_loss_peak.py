@@ -88,6 +88,9 @@ def _without_the_changes(monkeypatch):
     reason="the peaks it compares are the compiled loops' (NumPy's fused groups hold more)",
 )
 def test_the_loss_and_attention_hold_less_and_change_no_bit(bare_executors, monkeypatch):
+    # (the loss's log_softmax kept whole on both sides: split into its row statistics, it is
+    # computed by fused loops, not kernels/csoftmax.py, an ulp apart: tests/test_amp60_*)
+    monkeypatch.setattr("ember.transforms.cheap_remat.saves_bytes", lambda node: False)
     fn, program, args, values = _run()
     rows = (4 * 64, CLASSES)
     graph = program.graph

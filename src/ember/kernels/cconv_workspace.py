@@ -16,20 +16,30 @@ from .conv_plan import Plan
 __all__ = ["temporaries"]
 
 
-def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, dtype) -> int | None:
+def temporaries(
+    op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, dtype, strided: bool = False
+) -> int | None:
     """Bytes the compiled kernel of ``op`` (``conv``, ``conv_input_grad``, ``conv_weight_grad``)
     allocates beyond its result at its peak, for operands of shapes ``a_shape`` and ``b_shape``
     (as the op takes them) in ``dtype``; the scratch buffers it keeps between calls (the padded
     input) are not counted. None where it does not apply (the NumPy kernels run instead). Mirrors
     the allocations above: the forward's packed weight (zero-filled, then made contiguous: two
-    at once); the input gradient's flipped weight beside the forward's packing; the weight
-    gradient's per-block partial sums and its finiteness mask of the result."""
+    at once; none for one 2-d group); the input gradient's flipped weight beside the forward's
+    packing; the weight gradient's per-block partial sums and its finiteness mask of the
+    result. ``strided``: the
+    weight gradient's input is a strided view (a phase of a strided convolution's,
+    kernels/cconv_phases.py), which the per-sample products and the channels-last copy first
+    make contiguous."""
     dtype = np.dtype(dtype)
     if cconv._functions(dtype) is None or 0 in a_shape or 0 in b_shape:
         return None
     item = dtype.itemsize
     kk = math.prod(p.kernel)
     if op == "conv":
+        if groups == 1 and len(a_shape) == 4:
+            # one 2-d group: padded and packed on its step's scratch, kept between calls
+            # (cconv._thread_step): the stride-1 input gradient's inner forward, a phase's
+            return 0
         cout, cg = b_shape[0], a_shape[1] // groups
         return 2 * groups * -(-(cout // groups) // _MR) * _MR * cg * kk * item
     if op == "conv_weight_grad":
@@ -38,12 +48,18 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
             from .cgemm import BLAS_ONE_THREAD
 
             if n * cout * c * math.prod(p.out_size) > BLAS_ONE_THREAD:  # (else declined)
-                return n * cout * c * item  # the per-sample products
+                # the per-sample products, beside the input's contiguous copy
+                return n * cout * c * item + (n * c * math.prod(p.in_size) * item if strided else 0)
         layout = cl_layout(c, p, item)
         if groups == 1 and layout is not None and _windows_cover(p):
             blocks = -(-n // -(-n // _cl_blocks()))
             per_offset = layout.offsets * (-(-cout // _MR) * _MR) * layout.cw * item
-            return (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
+            found = (1 + blocks) * per_offset + cout * c * kk  # (+ np.isfinite's mask)
+            if not strided:
+                return found
+            # the contiguous copy the channels-last transpose reads, freed before anything
+            # else is made, the result included (which the caller counts beside this)
+            return max(found, n * c * math.prod(p.in_size) * item - cout * c * kk * item)
     if (
         op == "conv_input_grad"
         and dtype.itemsize >= 4
@@ -62,7 +78,8 @@ def temporaries(op: str, a_shape: tuple, b_shape: tuple, p: Plan, groups: int, d
         from . import cconv_phases
 
         def inner(name, a, b, p2):
-            return temporaries(name, a, b, p2, groups, dtype)
+            # (a weight gradient's phase is a strided view of the input)
+            return temporaries(name, a, b, p2, groups, dtype, name == "conv_weight_grad")
 
         return cconv_phases.temporaries(op, a_shape, b_shape, p, groups, item, inner)
     if op == "conv_input_grad":

@@ -227,6 +227,48 @@ class _Product:
         self.pool = cpool.parallel_for() if self.parts > 1 else None
 
 
+_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
+
+
+def temporaries(
+    cell: str, backward: bool, steps: int, rows: int, hidden: int, dtype, kept: bool = False
+) -> int | None:
+    """Bytes the compiled layer (``cell`` "lstm", "gru" or "rnn"; its gradient where
+    ``backward``) allocates beyond its results at its peak, or None where it does not run (the
+    NumPy kernels do). Mirrors the allocations above: `_Product`'s packed W_hh (none where
+    ``kept``: a frozen graph constant's pack, kept between calls; one step: none, b read as it
+    lies; on the BLAS, W_hh.T's row-major copy) and its per-step product rows; backward,
+    beside them, the GRU's gradient of the recurrent gates, and `_weight_grad`'s transposed
+    sum with the product being added to it.
+    The blocks of units follow the threads' split `_Product` takes."""
+    dtype = np.dtype(dtype)
+    if _loop(dtype) is None or not steps * rows * hidden:
+        return None
+    gates, item = _GATES[cell], dtype.itemsize
+    # (the product's b: W_hh transposed forward, G*H x H W_hh itself backward)
+    k, n, g = (gates * hidden, hidden, 1) if backward else (hidden, gates * hidden, gates)
+    if steps == 1 or _packed_functions(dtype) is None:
+        # the plain product's rows; several steps read b row-major: forward, W_hh.T copied
+        product = rows * n + (k * n if steps > 1 and not backward else 0)
+    else:
+        from . import cpool
+
+        nr = 3 * (64 // item)
+        shared = _parts(rows, k, n, item, -(-hidden // (nr // math.gcd(nr, g))))
+        # (the split measured faster, else the shared one the measurement starts from)
+        shape = (dtype.char, g, k, rows, hidden, cpool.get_num_threads())
+        parts = 1 if shared <= 1 else _split.choice.get(shape, shared)
+        units = _units(hidden, g, nr, parts)
+        ldr = -(-hidden // units) * units * g
+        product = (0 if kept else k * ldr) + rows * ldr
+    if not backward:
+        return product * item
+    extra = product + (steps * rows * 3 * hidden if cell == "gru" else 0)
+    if steps > 1:
+        extra += gates * hidden * hidden  # (dW^T beside the product added to it)
+    return extra * item
+
+
 def _run(cell: int, backward: bool, shape, reverse: bool, product: _Product, arrays: dict):
     """Every stage of a layer (each step, and backward a last product for dh0): in one call
     where the product is packed, else a call per stage with the product in between. Returns

@@ -199,7 +199,9 @@ def _workspace(node, layouts) -> int:
         return _full_workspace(node, out)
     weight_grad = node.op.name == "conv_weight_grad"
     if not weight_grad and _compiled().available(out.dtype.np) and not _widened_col2im(node):
-        return 0  # (the forward reads and writes the 16-bit values, as it does float32's)
+        # the forward reads and writes the 16-bit values, as it does float32's; the input
+        # gradient likewise, beside its 16-bit flipped weight (`_full_workspace`'s rule)
+        return 0 if node.op.name == "conv" else _full_workspace(node, out)
     operands = 2 * sum(value_bytes(v) for v in node.inputs)
     result = value_bytes(out)
     rounding = 2 * result + result
@@ -228,7 +230,9 @@ def _workspace(node, layouts) -> int:
         blocks = max(1, min(a_shape[0], 4 * cpool.get_num_threads()))
         return (blocks + 1) * 4 * result + 2 * result - result
     if compiled is not None and weight_grad and _reads_half(a_shape, b_shape[1], p, attrs):
-        return 2 * result + compiled  # (the float32 gradient beside the rounded one)
+        # the float32 gradient (two results) beside the kernel's temporaries, before the
+        # 16-bit result exists; then beside the result as it is rounded
+        return result + max(compiled, result)
     if compiled is not None:
         computing = 2 * result + compiled
     else:  # NumPy's kernels: all else they use is scratch kept between calls

@@ -20,6 +20,7 @@ __all__ = [
     "matmul_fast",
     "matmul_kernel",
     "packed_linear",
+    "batch_copies",
     "product_workspace",
     "small_linear",
 ]
@@ -176,3 +177,32 @@ def product_workspace(a, b, out) -> int:
         return 0  # (kernels/chgemm.py reads the 16-bit operands in place)
     a_bytes, b_bytes, out_bytes = value_bytes(a), value_bytes(b), value_bytes(out)
     return max(2 * a_bytes + 2 * b_bytes + out_bytes, 2 * out_bytes)
+
+
+def batch_copies(a, b, out, strides) -> int:
+    """Bytes of the operands ember's GEMM copies before a batched float32/float64 product:
+    those whose matrices are not one stride apart (attention's heads split out of a wider
+    axis: kernels/cgemm.py `_in_place`), ``strides(value)`` giving a value's strides in
+    elements; 0 where the product stays NumPy's (no compiler, a small or vector-shaped one)."""
+    if out.dtype not in (dt.float32, dt.float64) or len(out.shape) < 3:
+        return 0
+    sizes = tuple(a.shape) + tuple(b.shape)
+    if len(a.shape) < 3 or len(b.shape) < 3 or not all(isinstance(d, int) for d in sizes):
+        return 0  # (a batch times a matrix: folded into one product, `_matmul`)
+    from ..kernels import cgemm
+
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = tuple(out.shape[:-2])
+    if m * k * n * math.prod(batch) <= BLAS_ONE_THREAD or cgemm.vector_shaped(n, k):
+        return 0
+    if cgemm._functions(out.dtype.np) is None:
+        return 0
+    copied = 0
+    for v in (a, b):
+        lead = tuple(v.shape[:-2])
+        if math.prod(lead) == 1 or lead != batch:
+            continue
+        s = strides(v)[:-2]
+        if any(d > 1 and s[i] != s[i + 1] * lead[i + 1] for i, d in enumerate(lead[:-1])):
+            copied += value_bytes(v)
+    return copied

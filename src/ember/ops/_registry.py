@@ -115,6 +115,9 @@ class OpDef:
     remat_free: bool = False  # recomputed in a training step's backward (transforms/cheap_remat.py)
     widening: Callable[..., Any] | None = None  # (in_type, attrs) -> DType | None (_rules.py)
     reads_widened: Callable[..., Any] | None = None  # (attrs, in_type, DType) -> attrs | None
+    row_statistics: Any = None  # RowStatistics (ops/_rules.py)
+    keeps_order: bool = False  # the result in its operand's memory order (ops/_rules.py)
+    gathers: Callable[..., Any] | None = None  # attrs -> axis | None (ops/_rules.py)
     compose: Callable[..., Any] | None = None
     broadcast: bool = False
     aliases: bool = False

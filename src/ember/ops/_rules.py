@@ -137,6 +137,24 @@ Transforms
   operand 0 of ``in_type`` itself and computes what it computes on that operand's exact
   widening to ``dtype`` (log_softmax's ``dtype``: a 16-bit input read as float32, never
   copied), else None; transforms/widened_reads.py folds a `widening` operand into it.
+* ``row_statistics``: a `RowStatistics`: the op's result is an elementwise function of its
+  operand 0 and a few per-row statistics of it (reductions along the op's axis, dimensions
+  kept), each written as graph nodes through ``add(op, inputs, attrs) -> value``, the kernel's
+  values (NumPy's bits along the last axis). log_softmax: the row maximum ``m`` and
+  ``log(sum(exp(x - m)))``. A training step whose backward reads the float32 result of a
+  16-bit operand read widened saves the operand and the statistics instead, the elementwise
+  rest recomputed where the backward reads it and, for a forward `gathers` reader (the loss's
+  pick of the target's log-probability), on the picked elements only
+  (transforms/row_statistics.py, tried by transforms/cheap_remat.py where it plans a lower
+  peak): half the bytes, the same values.
+* ``keeps_order``: True: the kernel lays its result out in the memory order of its first
+  operand of the result's shape, as a NumPy ufunc's result (order 'K'): cast's ``astype`` of
+  a permuted view is permuted too; plan/layout.py follows it, so the planner sees the copies
+  later kernels make of such a result (ember's GEMM copying a batch not one stride apart).
+* ``gathers(attrs) -> int | None``: the result holds operand 0's elements at the positions
+  operand 1 names along this axis, the result's own position along the others (torch.gather),
+  so an elementwise function of operand 0 and values of size 1 along that axis commutes with
+  it; None for attributes where it does not.
 * ``broadcast``: the op only broadcasts its input (an elementwise reader may read the input).
 * ``selects``: `Select` pairs: the result's element is, element by element, operand
   ``value``'s or operand ``fill``'s, chosen by the other operands, with no arithmetic (where).
@@ -319,6 +337,16 @@ class PatternRule(NamedTuple):
 
     roots: tuple
     match: Callable[..., Any]
+
+
+class RowStatistics(NamedTuple):
+    """An op's result from per-row statistics of its operand 0 (the ``row_statistics`` rule):
+    ``statistics(add, x, attrs) -> tuple | None`` records them (None: no rows to take them
+    of, or attributes the split does not serve), ``result(add, x, stats, attrs) -> value``
+    the elementwise rest, on ``x`` or on elements picked from it along the op's axis."""
+
+    statistics: Callable[..., Any]
+    result: Callable[..., Any]
 
 
 class PickRule(NamedTuple):

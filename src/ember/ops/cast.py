@@ -97,6 +97,7 @@ _CAST = register(
         noop=lambda x, *, dtype: x.dtype is dtype,
         compose=_compose_casts,
         remat_free=True,  # one read and one write: recomputed rather than kept (_rules.py)
+        keeps_order=True,  # (astype's order 'K'; the C cast takes C-contiguous operands only)
         widening=_widening,
         complex=Complex.GRADIENT,
         c="(({T})({0}))",  # fused only among float and bool types, where C agrees

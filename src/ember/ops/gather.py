@@ -185,6 +185,7 @@ _GATHER = register(
         vjp=_gather_vjp,
         cost=memory_cost,
         save_inputs=(1,),
+        gathers=lambda attrs: attrs["axis"],
         doc="gather(x, index, axis): out[i][j] = x[index[i][j]][j] for axis 0 (PyTorch's gather)",
         batch=_batching.indexing_rule,
     )

@@ -23,6 +23,7 @@ from . import _batching, _torch_flops
 from . import api as E
 from ._autocast import Autocast, autocasts
 from ._matmul_kernels import (
+    batch_copies,
     half_gemm_runs,
     half_plus_bias,
     matmul_fast,
@@ -81,7 +82,8 @@ def _matmul_workspace(node, layouts) -> int:
     if a.type.ndim > 2 and b.type.ndim == 2 and not layouts.contiguous(a):
         copy = 2 if half_precision(a) and not half_gemm_runs(a) else 1  # (float32, or 16 bits in C)
         workspace += value_bytes(a) * copy
-    return workspace
+    # (a batch of matrices not one stride apart, which ember's GEMM copies together)
+    return workspace + batch_copies(a, b, node.outputs[0], layouts.strides_of)
 
 
 # ------------------------------------------------------------------------------- primitive

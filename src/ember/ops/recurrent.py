@@ -31,6 +31,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType
+from ._recurrent_workspace import workspace as _workspace
 from ._registry import Cost, OpDef, apply, current_mode, is_grad_enabled, register
 from ._rules import Autocast
 from ._util import fmt_shape, io_bytes
@@ -346,6 +347,7 @@ LSTM_LAYER = register(
         save_inputs=(1, 2, 3),
         save_outputs=(0, 3, 4),
         batch=None,
+        workspace=_workspace("lstm", False, 3),
         doc="lstm_layer(xg, h0, c0, w_hh; reverse) -> (y, h_n, c_n, cs, acts): one LSTM layer "
         "and direction over every step, xg the input projection with both biases",
     )
@@ -411,6 +413,7 @@ LSTM_LAYER_GRAD = register(
         cost=_recurrent_cost(2),
         num_outputs=4,
         batch=None,
+        workspace=_workspace("lstm", True, 10),
         doc="lstm_layer_grad(gy, gh_n, gc_n, gcs, gacts, y, acts, cs, h0, c0, w_hh; reverse) "
         "-> (dxg, dh0, dc0, dw_hh): backpropagation through time of lstm_layer",
     )
@@ -526,6 +529,7 @@ GRU_LAYER = register(
         save_inputs=(1, 2),
         save_outputs=(0, 2),
         batch=None,
+        workspace=_workspace("gru", False, 2),
         doc="gru_layer(xg, h0, w_hh, b_hh; reverse) -> (y, h_n, acts): one GRU layer and "
         "direction over every step, xg the input projection with b_ih",
     )
@@ -588,6 +592,7 @@ GRU_LAYER_GRAD = register(
         cost=_recurrent_cost(2),
         num_outputs=4,
         batch=None,
+        workspace=_workspace("gru", True, 6),
         doc="gru_layer_grad(gy, gh_n, gacts, y, acts, h0, w_hh; reverse) -> (dxg, dh0, dw_hh, "
         "db_hh): backpropagation through time of gru_layer",
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import TensorType
+from ._recurrent_workspace import workspace
 from ._registry import OpDef, apply, register
 from ._rules import Autocast
 from .recurrent import (
@@ -115,6 +116,7 @@ RNN_LAYER = register(
         save_inputs=(1, 2),
         save_outputs=(0,),
         batch=None,
+        workspace=workspace("rnn", False, 2),
         doc="rnn_layer(xg, h0, w_hh; reverse, relu) -> (y, h_n): one Elman RNN layer and "
         "direction over every step, xg the input projection with both biases",
     )
@@ -157,6 +159,7 @@ RNN_LAYER_GRAD = register(
         cost=_recurrent_cost(2),
         num_outputs=3,
         batch=None,
+        workspace=workspace("rnn", True, 4),
         doc="rnn_layer_grad(gy, gh_n, y, h0, w_hh; reverse, relu) -> (dxg, dh0, dw_hh): "
         "backpropagation through time of rnn_layer",
     )

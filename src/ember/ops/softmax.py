@@ -23,7 +23,8 @@ from ..types import TensorType
 from . import _batching, _onnx
 from . import api as E
 from ._half import c_runs
-from ._registry import OpDef, apply, building_graph, register
+from ._registry import REGISTRY, OpDef, apply, building_graph, register
+from ._rules import RowStatistics
 from ._unrecorded import apply_direct
 from ._util import (
     elementwise_cost,
@@ -190,6 +191,45 @@ def _reads_widened(attrs, source, widened):
     if attrs.get("dtype") is not None or widened is not dt.float32 or not source.shape:
         return None
     return {**attrs, "dtype": widened} if source.dtype in _NARROW else None
+
+
+def _widened(add, x, attrs):
+    wide = attrs.get("dtype")
+    return add(REGISTRY["cast"], [x], {"dtype": wide}) if wide is not None else x
+
+
+def _shifted(add, x, top, attrs):
+    """``x - max`` as graph nodes, the widening cast made again for each reader (so fused loops
+    read the 16-bit operand themselves rather than share a float32 copy of it)."""
+    return add(REGISTRY["sub"], [_widened(add, x, attrs), top])
+
+
+def _row_max(add, x, attrs):
+    """The row maximum (`_shifted_exp`'s shift), or None where there are no rows."""
+    shape = x.type.shape
+    if not shape or any(d == 0 for d in shape):
+        return None
+    axis = attrs["axis"] % len(shape)
+    return add(REGISTRY["max"], [_widened(add, x, attrs)], {"axes": (axis,), "keepdims": True})
+
+
+def _exp_total(add, x, top, attrs):
+    exps = add(REGISTRY["exp"], [_shifted(add, x, top, attrs)])
+    axis = attrs["axis"] % len(x.type.shape)
+    return add(REGISTRY["sum"], [exps], {"axes": (axis,), "keepdims": True})
+
+
+def _log_softmax_statistics(add, x, attrs):
+    """`_log_softmax_kernel`'s row maximum m and ``log(sum(exp(x - m)))``."""
+    top = _row_max(add, x, attrs)
+    if top is None:
+        return None
+    return top, add(REGISTRY["log"], [_exp_total(add, x, top, attrs)])
+
+
+def _log_softmax_result(add, x, stats, attrs):
+    top, log_total = stats
+    return add(REGISTRY["sub"], [_shifted(add, x, top, attrs), log_total])
 
 
 # ---- the backward ops: (y, g) -> dx, eagerly one C row pass (kernels/csoftmax_grad.py)
@@ -391,6 +431,7 @@ LOG_SOFTMAX = register(
         batch=_batching.axis_rule("axis"),
         workspace=_forward_workspace,
         reads_widened=_reads_widened,
+        row_statistics=RowStatistics(_log_softmax_statistics, _log_softmax_result),
         doc="log_softmax(x, axis[, dtype]): x - max - log(sum(exp(x - max))) along axis, of x "
         "widened to dtype first when given",
     )

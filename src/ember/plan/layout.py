@@ -68,6 +68,10 @@ class Layouts:
                 continue
             self._call(node)
 
+    def strides_of(self, value) -> tuple:
+        """``value``'s strides in elements (C-contiguous where none were recorded)."""
+        return self.strides.get(id(value)) or c_strides(value.type.shape)
+
     def contiguous(self, value) -> bool:
         shape = value.type.shape
         c = c_strides(shape)
@@ -111,7 +115,8 @@ class Layouts:
 
     def _new_strides(self, node, value) -> tuple:
         shape = value.type.shape
-        if isinstance(node.op.kernel, np.ufunc) and _concrete(shape):
+        ordered = isinstance(node.op.kernel, np.ufunc) or node.op.keeps_order
+        if ordered and _concrete(shape):
             # order='K': the memory order of the first full-shape operand
             for v in node.inputs:
                 if tuple(v.type.shape) == tuple(shape) and not self.contiguous(v):

@@ -16,6 +16,11 @@ GELU), others one by one, the largest first; compiling plans each trial as fused
 scheduled. The copy runs the same kernel on the same operand, so every
 value is bitwise what it was; only where it lives changes.
 
+A result whose op's ``row_statistics`` rule writes it from per-row statistics of a narrower
+operand (the loss's float32 log_softmax of 16-bit logits) is split into those nodes and its
+elementwise rest recomputed likewise (transforms/row_statistics.py): the forward saves the
+16-bit operand and the statistics, the same values in half the bytes.
+
 Unlike a memory budget's rematerialization (transforms/remat.py), this needs no budget and
 recomputes no product, reduction or random value: it runs on the joint graph of every
 training step at O3, after the exact passes (CSE would merge a copy back into its original)
@@ -28,6 +33,7 @@ from __future__ import annotations
 from ..plan.layout import nbytes
 from .dce import eliminate_dead_code
 from .remat import candidates, forward_nodes, recompute, score
+from .row_statistics import saves_bytes, split
 
 __all__ = ["MAX_ALONE", "MAX_CHAIN", "MAX_TRIALS", "recompute_cheap"]
 
@@ -45,9 +51,11 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     there, kept only where ``plan`` (graph -> MemoryPlan) of ``finish(graph)`` scores lower;
     returns (graph, [names of the recomputed values]).
 
-    Each round tries together such values live at the current plan's peak (only those can
-    lower it) whose operands are the step's inputs (parameters, the batch: alive over the
-    whole call, so recomputing only shortens what is held), then together the elementwise
+    Each round first tries the splits of transforms/row_statistics.py (every saved result
+    at the peak whose op's ``row_statistics`` rule saves fewer bytes, together), then
+    together such values live at the current plan's peak (only those can lower it) whose
+    operands are the step's inputs (parameters, the batch: alive over the whole call, so
+    recomputing only shortens what is held), then together the elementwise
     results whose operand the backward reads anyway (`_beside_saved`), then each of the
     others alone (the largest `MAX_ALONE`); the first trial that scores lower (remat.py's
     `score`: the peak, then the memory held over the call) is kept, and the next round looks
@@ -60,13 +68,14 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
     while trials < MAX_TRIALS:
         at_peak = {b.name.lstrip("%") for b in current.live_at_peak}
         forward = forward_nodes(graph, n_user)
-        nodes = [
+        saved = [
             node
             for node, _ in candidates(graph, forward)
-            if (_cheap(node) is not None or _beside_saved(node, forward) is not None)
-            and node.name not in tried
-            and any(v.name in at_peak for v in node.outputs)
+            if node.name not in tried and any(v.name in at_peak for v in node.outputs)
         ]
+        nodes = [n for n in saved if _cheap(n) is not None or _beside_saved(n, forward) is not None]
+        # (every loss's log_softmax at once)
+        splits = [[n.name for n in saved if saves_bytes(n)]]
         inputs = {id(v) for v in graph.inputs}
         of_inputs = [
             n.name for n in nodes if _cheap(n) is not None and id(_source(_cheap(n))) in inputs
@@ -76,12 +85,16 @@ def recompute_cheap(graph, plan, *, finish, n_user: int):
         beside = [n.name for n in rest if _cheap(n) is None]
         groups = ([of_inputs] if of_inputs else []) + ([beside] if len(beside) > 1 else [])
         kept = None
-        for group in groups + _shared(rest, forward) + _alone(rest):
+        tries = [(g, False) for g in groups + _shared(rest, forward) + _alone(rest)]
+        for group, splitting in [(g, True) for g in splits if g] + tries:
             if trials >= MAX_TRIALS:
                 break
             trials += 1
             trial_copies = dict(copies)
-            trial = _recomputed(graph, group, n_user, trial_copies)
+            if splitting:
+                trial = _split(graph, group, n_user)
+            else:
+                trial = _recomputed(graph, group, n_user, trial_copies)
             trial_plan = plan(finish(trial.copy()))
             if score(trial_plan) < score(current):
                 graph, current, copies, kept = trial, trial_plan, trial_copies, group
@@ -194,6 +207,16 @@ def _source(v):
     while v.node.kind == "call" and (v.node.op.view or v.node.op.aliases):
         v = v.node.inputs[0]
     return v
+
+
+def _split(graph, names: list, n_user: int):
+    """A copy of ``graph`` with the nodes of ``names`` split by their ``row_statistics`` rules
+    (transforms/row_statistics.py), and what that leaves dead removed."""
+    graph = graph.copy()
+    for name in names:
+        split(graph, next(n for n in graph.nodes if n.name == name), forward_nodes(graph, n_user))
+    graph, _ = eliminate_dead_code(graph)
+    return graph
 
 
 def _recomputed(graph, names: list, n_user: int, copies: dict):
