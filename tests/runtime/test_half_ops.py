@@ -100,7 +100,8 @@ SAME_SHAPE = {
 SAME_SHAPE |= {"silu_backward", "softplus_backward", "elu_backward", "log_sigmoid_backward"}
 SAME_SHAPE |= {"threshold_backward", "shrink_backward", "prelu"}
 SAME_SHAPE |= {"huber_backward", "smooth_l1_backward", "add_alpha"}
-TERNARY = {"prelu_backward", "prelu_weight_backward"}  # (gradient, input, weight)
+# (gradient, input, weight; x, y and a per-element alpha)
+TERNARY = {"prelu_backward", "prelu_weight_backward", "add_scaled"}
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 EXACT |= {
     "clip",

@@ -32,7 +32,7 @@ from . import _onnx
 from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, register
-from ._util import broadcast_shapes, elementwise_cost, require_same_dtype
+from ._util import broadcast_shapes, elementwise_cost, numel, require_same_dtype
 
 
 def _infer(x, y, *, alpha):
@@ -121,21 +121,21 @@ def _fma64(x, alpha, y):
     finite product is ``x``); a product below 2**-960 scaled up by 2**256 first (a zero
     product: ``x + 0``, its sign the FMA's)."""
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        x, y = np.broadcast_arrays(x, y)
-        a = np.float64(alpha)
+        # (alpha one number, or one per element: add_scaled's C loop test reads it so)
+        x, y, a = np.broadcast_arrays(x, y, np.asarray(alpha, np.float64))
         ph = a * y
-        magnitude = np.maximum(np.abs(y) * abs(a), np.abs(x))
+        magnitude = np.maximum(np.abs(y) * np.abs(a), np.abs(x))
         finite = np.isfinite(x) & np.isfinite(y)
         exact = finite & (magnitude < 2.0**995) & (np.abs(ph) > 2.0**-960)
         out = np.where(exact, _fused64(x, a, y), x + ph)
         large = finite & ~(magnitude < 2.0**995)
         if large.any():
-            scaled = _fused64(x[large] / _SCALE, a, y[large] / _SCALE)
+            scaled = _fused64(x[large] / _SCALE, a[large], y[large] / _SCALE)
             out[large] = scaled * _SCALE
         tiny = finite & (np.abs(ph) <= 2.0**-960) & (magnitude < 2.0**700) & (y != 0)
         if tiny.any():  # (scaled up past the product's underflow; a subnormal result rounds
             # twice in the scaling back)
-            scaled = _fused64(x[tiny] * _TINY_SCALE, a, y[tiny] * _TINY_SCALE)
+            scaled = _fused64(x[tiny] * _TINY_SCALE, a[tiny], y[tiny] * _TINY_SCALE)
             out[tiny] = scaled / _TINY_SCALE
         out = np.where(np.isinf(x) & np.isfinite(y) & np.isfinite(a), x, out)
     return out
@@ -145,11 +145,11 @@ def _kernel(x, y, *, alpha):
     if x.dtype == np.float64:
         return np.asarray(_fma64(x, alpha, y), dtype=np.float64)
     if x.dtype == np.float32:
-        out = _fma32(x, float(np.float32(alpha)), y)
+        out = _fma32(x, np.asarray(alpha, np.float32), y)
     else:  # float16, bfloat16: alpha rounded to their dtype, fused in float32, rounded once
-        half = float(np.asarray(alpha, dtype=x.dtype))
+        half = np.asarray(alpha, dtype=x.dtype).astype(np.float32)
         out = _fma32(x.astype(np.float32), half, y.astype(np.float32)).astype(x.dtype)
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    shape = np.broadcast_shapes(x.shape, y.shape, np.shape(alpha))
     # (a broadcast view is read-only: the result is the user's tensor, written in place later)
     return out if out.shape == shape else np.broadcast_to(out, shape).copy()
 
@@ -168,6 +168,26 @@ def _fast(x, y, *, alpha, out=None):
 
 
 _fast.declines_complex = True
+
+
+# bytes per result element the NumPy kernel's emulation holds beyond its result, at its peak
+# (tracemalloc, tests/plan/test_add_alpha_workspace.py): float32's float64 product, operands and
+# sum with their bit tests; float64's splitting terms; 16-bit operands widened to float32 first
+_EMULATION_BYTES = {4: 38, 8: 108, 2: 48}
+
+
+def numpy_workspace(node, layouts=None) -> int:
+    """The emulated fused multiply-add's temporaries, where the NumPy kernel runs (without a
+    compiler; with one, the direct C call or the fused loop allocates only the result)."""
+    from ..kernels import ccompile
+
+    if ccompile.compiler_available():
+        return 0
+    out = node.outputs[0]
+    return _EMULATION_BYTES.get(out.dtype.itemsize, 0) * numel(out.shape)
+
+
+numpy_workspace.types_only = True  # (reads only the node's types: fused programs count it too)
 
 
 def _reduce_to(g, t):
@@ -203,6 +223,7 @@ ADD_ALPHA = register(
         vjp=_vjp,
         cost=elementwise_cost(2),
         save_inputs=(),
+        workspace=numpy_workspace,
         # (GCC's builtin, spelled so cfuse neither declares it nor bakes alpha into the source:
         # one compiled loop serves every alpha, each a run-time constant)
         c="__builtin_fma{f} ({1}, {alpha}, {0})",

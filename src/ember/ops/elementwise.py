@@ -196,6 +196,9 @@ def _sigmoid_workspace(node, layouts) -> int:
     return wide * value_bytes(out) + numel(out.shape)
 
 
+_sigmoid_workspace.types_only = True  # (reads only the node's types: fused programs count it too)
+
+
 def _erf_kernel(x):
     from scipy.special import erf
 
@@ -208,6 +211,9 @@ def _erf_workspace(node, layouts) -> int:
     rounded: four result sizes beside the result (measured for float16 and bfloat16)."""
     out = node.outputs[0]
     return 4 * value_bytes(out) if half_precision(out) else 0
+
+
+_erf_workspace.types_only = True  # (reads only the node's types: fused programs count it too)
 
 
 def _relu_kernel(x):

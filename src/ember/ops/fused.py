@@ -26,6 +26,8 @@ computes. The nodes have no VJP: fusion runs on graphs that are already differen
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -125,8 +127,19 @@ def _program_workspace(program, outputs, in_types) -> int:
     """What the reference kernel (`evaluate_program`, run when no C compiler is available)
     holds beyond its outputs: every intermediate of the program, alive until it returns."""
     kept = set(outputs)
-    types = program_types(program, in_types)
-    return sum(result_bytes(t) for j, t in enumerate(types) if j not in kept)
+    # (and, at its peak, one instruction's own kernel temporaries: those whose workspace rule
+    # reads only the node's types, marked ``types_only``: add_alpha's emulated fused
+    # multiply-add holds ten results' worth, sigmoid's a few)
+    own = [0]
+
+    def step(op, args, attrs, result):
+        rule = op.workspace
+        if rule is not None and getattr(rule, "types_only", False):
+            node = SimpleNamespace(op=op, inputs=list(args), outputs=[result], attrs=attrs)
+            own[0] = max(own[0], rule(node, None))
+
+    types = program_types(program, in_types, step)
+    return sum(result_bytes(t) for j, t in enumerate(types) if j not in kept) + own[0]
 
 
 def _loop_workspace(node, layouts) -> int:

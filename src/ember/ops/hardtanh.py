@@ -75,6 +75,9 @@ def _grad_workspace(node, layouts) -> int:
     return 2 * numel(node.inputs[1].shape)
 
 
+_grad_workspace.types_only = True  # (reads only the node's types: fused programs count it too)
+
+
 def _grad_vjp(c, a):
     # linear in the gradient (the same mask); piecewise constant in x: zeros, as PyTorch's
     return apply(HARDTANH_BACKWARD, a, c.inputs[1], **c.attrs), zero_input_grad(c, 1)
