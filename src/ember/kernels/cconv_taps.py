@@ -314,9 +314,11 @@ static void ct_frame(const long *a, struct ctf *f) {
 
 # (samples per block, vectors of output channels per panel): 8 x 3 packs the weight as
 # kernels/cconv_wide.py does (kernels/cprepack.py's panels serve it); 6 x 4 fills 64-channel
-# panels, 12 x 2 32-channel ones; each keeps 24 accumulators, of AVX-512's 32 registers (its
-# loops over the samples unrolled whole, so that they stay there)
-VARIANTS = ((8, 3), (6, 4), (12, 2))
+# panels, 12 x 2 32-channel ones, each keeping 24 accumulators, of AVX-512's 32 registers (its
+# loops over the samples unrolled whole, so that they stay there); 8 x 2 fills 32-channel
+# panels at a batch of eights (ResNet's: 64, 128, 256, 512 channels), its 16 accumulators
+# still four per cycle of a multiply-add's latency on one or two pipes
+VARIANTS = ((8, 3), (6, 4), (12, 2), (8, 2))
 
 
 def _variant(rows: int, vectors: int) -> str:
