@@ -263,7 +263,9 @@ struct ctf {
   int finite; /* whether the weight is finite (else every position runs every tap) */
 };
 
-#define CT_TILE_BYTES (256L << 10)
+/* (a group's tiles, every panel's accumulators of its blocks, in a quarter of L2: the rest
+   for the scratch's and the weight's slices passing through, and the next panel's slice) */
+#define CT_TILE_BYTES ({L2}L / 4)
 
 #if !HALF && defined(TILE_TRANSPOSE)
 #define CT_RUNS 1
@@ -325,7 +327,9 @@ def _variant(rows: int, vectors: int) -> str:
     return _TEMPLATE.replace("{R}", str(rows)).replace("{V}", str(vectors))
 
 
-TAPS_SOURCE = _COMMON + "".join(_variant(*v) for v in VARIANTS)
+TAPS_SOURCE = _COMMON.replace("{L2}", str(cache_sizes.l2_bytes())) + "".join(
+    _variant(*v) for v in VARIANTS
+)
 
 
 def applies(x_shape: tuple, w_shape: tuple, p, dtype) -> bool:
