@@ -114,12 +114,37 @@ def test_a_non_finite_weight_multiplies_the_padding_as_the_other_layouts(cout):
 
 
 def test_blocking_fills_the_panels():
-    assert cconv_taps.variant(64, 64, 4) == (6, 4)
-    assert cconv_taps.variant(64, 128, 4) == (6, 4)
-    assert cconv_taps.variant(64, 96, 4) == (8, 3)
-    assert cconv_taps.variant(64, 32, 4) == (12, 2)
+    assert cconv_taps.variant(64, 64, 4) == (8, 2)
+    assert cconv_taps.variant(66, 64, 4) == (6, 4)  # (eight-sample blocks would pad 66 to 72)
+    assert cconv_taps.variant(64, 512, 4) == (8, 2)  # (48-channel panels would pad 512 to 528)
+    assert cconv_taps.variant(64, 96, 4) == (8, 3)  # (a tie with 8 x 2: the shared panels)
+    assert cconv_taps.variant(12, 32, 4) == (12, 2)
     assert cconv_taps.variant(64, 48, 8) == (8, 3)
-    assert cconv_taps.variant(8, 64, 4) == (8, 3)  # (six-sample blocks would pad 8 to 12)
+    assert cconv_taps.variant(9, 64, 4) == (6, 4)  # (a tie with 12 x 2: the first)
+
+
+@pytest.mark.parametrize("blocking", cconv_taps.VARIANTS, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_blocking_equals_the_column_panels_bit_for_bit(blocking, dtype, monkeypatch):
+    # (each blocking forced: the counted choice picks one per geometry; a batch past two
+    # blocks, a panel and a half of channels, slices of input channels ending part way)
+    monkeypatch.setattr(cconv_taps, "variant", lambda n, cout, itemsize: blocking)
+    rng = np.random.default_rng(sum(blocking))
+    n, cin = 2 * blocking[0] + 3, 37
+    cout = 3 * blocking[1] * 64 // np.dtype(dtype).itemsize // 2 + 5
+    x = rng.standard_normal((n, cin, 5, 4)).astype(dtype)
+    w = rng.standard_normal((cout, cin, 3, 3)).astype(dtype)
+    bias = rng.standard_normal(cout).astype(dtype)
+    p = plan((5, 4), (3, 3), (1, 1), ((1, 1), (2, 0)), (1, 1), cin * 9, cout)
+    masks = [np.zeros((n, cout) + p.out_size, np.bool_) for _ in range(2)]
+    want = _run(x, w, p, True, bias, masks[0], None, False, False)
+    got = _run(x, w, p, True, bias, masks[1], None, True, True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(masks[1], masks[0])
+    w[1, 2, 0, 0] = np.inf  # (the padding's taps run: NaN where the zeros meet the infinity)
+    want = _run(x, w, p, False, None, None, None, False, False)
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(_run(x, w, p, False, None, None, None, True, True), want)
 
 
 def test_applies_only_where_a_window_reads_the_padding():

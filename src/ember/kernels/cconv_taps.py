@@ -9,23 +9,30 @@ rows, consecutive positions of one sample, whose windows cross the padding in di
 Here a block is one output position of R consecutive samples instead, so every row of the
 block reads the input inside the plane or every row reads the padding: the taps that read the
 padding are skipped, whole rows of the product. The input is copied once per call into a
-zero-bordered scratch with the samples innermost (``xs[sample block][channel][padded row]
-[padded column][R]``): a block's row (channel, kernel offset) is then R consecutive values,
-read in place by the micro-kernel (``taps_micro``: the packed micro-kernel's sums, its A and B
-rows found through the tap tables), with no packing. The register blocking (R samples by V
-vectors of channels, `VARIANTS`) is the one padding the fewest rows and columns (`variant`);
-8 x 3's panels are kernels/cconv_wide.py's, so kernels/cprepack.py's packs serve both.
-The rows run in the other layouts' order, (input channel, kernel offset), the skipped ones
-left out; a skipped row adds the product of a zero and a finite weight, which
-changes no sum (an accumulator that starts at +0 is never -0), so the results are the other
-layouts' bit for bit. A weight holding an infinity or NaN (whose products with the padding's
-zeros are NaN in every other layout) runs every tap, padding included.
+zero-bordered scratch with the samples innermost, blocked by the slices of input channels
+below (``xs[sample block][slice][padded row][padded column][channel of the slice][R]``): a
+block's row (channel, kernel offset) is then R consecutive values, read in place by the
+micro-kernel (``taps_micro``: the packed micro-kernel's sums, its A and B rows found through a
+slice's step tables), with no packing, and the rows a block reads in one slice lie in a few
+runs of consecutive values (one per kernel offset, the slice's channels side by side) rather
+than one line per channel and offset a plane apart, which the hardware prefetchers follow.
+The register blocking (R samples by V vectors of channels, `VARIANTS`) is the one padding the
+fewest rows and columns (`variant`); 8 x 3's panels are kernels/cconv_wide.py's, so
+kernels/cprepack.py's packs serve both. The rows run in the other layouts' order, (input
+channel, kernel offset), the skipped ones left out; a skipped row adds the product of a zero
+and a finite weight, which changes no sum (an accumulator that starts at +0 is never -0), so
+the results are the other layouts' bit for bit. A weight holding an infinity or NaN (whose
+products with the padding's zeros are NaN in every other layout) runs every tap, padding
+included.
 
 Positions fall into classes by which taps read inside the input (at most the kernel's size per
-dimension, squared: nine for a 3x3 kernel with one pixel of padding); each class's taps are a
-list of (offset in the scratch, kernel offset). The depth of the weight read per block is
-sliced by whole input channels, a panel's slice in three quarters of the L1 data cache (as
-kernels/cmicro.py's KC), each slice read from L1 by a group of blocks whose tiles stay in L2.
+dimension, squared: nine for a 3x3 kernel with one pixel of padding); each class's steps over
+a slice are a table of (offset in the scratch, offset in the panel), in the (channel, kernel
+offset) order, run as one loop (no inner loop over a class's few taps). The depth of the
+weight read per block is sliced by whole input channels, a panel's slice in three quarters of
+the L1 data cache (as kernels/cmicro.py's KC), each slice read from L1 by a group of blocks
+whose tiles stay in L2; while a panel's slice is read, the next panel's is prefetched into L2
+(a share per block of the group: the distance is one panel, the unit of the loop).
 Chosen per geometry by measurement only (kernels/cconv_choice.py eagerly,
 kernels/cconv_step_choice.py for built steps), as the ``(wide, split) == (True, True)`` way;
 float32 and float64, 2-d, one group.
@@ -59,30 +66,27 @@ _TEMPLATE = r"""
 /* ------- forward, channels along the vectors, samples along the rows: {R} x {V} vectors */
 #define TR {R}
 #define TN ({V} * VL)
-/* acc (TR x TN) = (first ? 0 : acc) + sum over channels ci < nc, taps t < nt of
-   a[ci * a_ci + atap[t]] (TR values) * b[(ci * b_ci + btap[t]) * TN] (TN values): `micro`'s
-   sums, rows found through the taps */
-static void taps_micro_{R}x{V}(long nc, long nt, const T *restrict a, long a_ci,
-                               const long *atap, const T *restrict b, long b_ci,
-                               const long *btap, T *restrict acc, int first) {
+/* acc (TR x TN) = (first ? 0 : acc) + sum over steps s < ns of a[ao[s]] (TR values) *
+   b[bo[s]] (TN values): `micro`'s sums, rows found through a slice's tap tables (steps in
+   (input channel, tap) order, one loop over the whole slice: no inner loop whose short,
+   varying trip count the branch predictor misses at every channel) */
+static void taps_micro_{R}x{V}(long ns, const T *restrict a, const int *ao, const T *restrict b,
+                               const int *bo, T *restrict acc, int first) {
   vec c[TR][{V}];
 #pragma GCC unroll 16
   for (int i = 0; i < TR; i++)
 #pragma GCC unroll 4
     for (int v = 0; v < {V}; v++) c[i][v] = first ? (vec){0} : *(vec *)(acc + i * TN + v * VL);
-  for (long ci = 0; ci < nc; ci++) {
-    const T *ac = a + ci * a_ci, *bc = b + ci * b_ci * TN;
-    for (long t = 0; t < nt; t++) {
-      const T *ar = ac + atap[t] * TR, *br = bc + btap[t] * TN;
-      vec bv[{V}];
+  for (long q = 0; q < ns; q++) {
+    const T *ar = a + ao[q], *br = b + bo[q];
+    vec bv[{V}];
 #pragma GCC unroll 4
-      for (int v = 0; v < {V}; v++) bv[v] = *(const vec *)(br + v * VL);
+    for (int v = 0; v < {V}; v++) bv[v] = *(const vec *)(br + v * VL);
 #pragma GCC unroll 16
-      for (int i = 0; i < TR; i++) {
-        T s = ar[i];
+    for (int i = 0; i < TR; i++) {
+      T s = ar[i];
 #pragma GCC unroll 4
-        for (int v = 0; v < {V}; v++) c[i][v] += s * bv[v];
-      }
+      for (int v = 0; v < {V}; v++) c[i][v] += s * bv[v];
     }
   }
 #pragma GCC unroll 16
@@ -141,22 +145,33 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
   if (group > b1 - b0) group = b1 - b0;
   T *tiles = aligned_alloc(64, (size_t)(group * panels * tile) * sizeof(T));
   if (!tiles) abort();
-  long block = f->c * f->plane * TR, rows = f->c * f->kk;
+  /* (a pixel's row: a slice's channels, TR samples each; the slices of a sample block) */
+  long row = f->chunk * TR, slice = f->plane * row, rows = f->c * f->kk;
+  long block = (f->c + f->chunk - 1) / f->chunk * slice;
   for (long g0 = b0; g0 < b1; g0 += group) {
     long ng = b1 - g0 < group ? b1 - g0 : group;
     /* (each panel's slice of the weight stays in L1 while the group's blocks pass it) */
     for (long c0 = 0; c0 < f->c; c0 += f->chunk) {
       long nc = f->c - c0 < f->chunk ? f->c - c0 : f->chunk;
-      for (long cp = 0; cp < panels; cp++)
+      long bytes = nc * f->kk * TN * (long)sizeof(T), share = (bytes + ng - 1) / ng;
+      const T *xc = f->xs + c0 / f->chunk * slice;
+      for (long cp = 0; cp < panels; cp++) {
+        const T *wc = f->wp + (cp * rows + c0 * f->kk) * TN;
+        const char *next = (const char *)(wc + rows * TN);
         for (long q = 0; q < ng; q++) {
           long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
-          long cl = f->finite ? f->pos[2 * p] : f->all;
-          const long *atap = f->atap + f->cls[2 * cl], *btap = f->btap + f->cls[2 * cl];
-          const T *a = f->xs + nb * block + (c0 * f->plane + f->pos[2 * p + 1]) * TR;
-          taps_micro_{R}x{V}(nc, f->cls[2 * cl + 1], a, f->plane * TR, atap,
-                             f->wp + (cp * rows + c0 * f->kk) * TN, f->kk, btap,
-                             tiles + (q * panels + cp) * tile, c0 == 0);
+          long cl = f->finite ? f->pos[2 * p] : f->all, first = f->cls[2 * cl] * f->chunk;
+          /* (the next panel's slice, a share per block, fetched into L2 while this one is
+             read: its first block would otherwise wait on each row's trip from the last
+             level, where a large weight lies) */
+          if (cp + 1 < panels)
+            for (long o = q * share; o < (q + 1) * share && o < bytes; o += 64)
+              __builtin_prefetch(next + o, 0, 2);
+          taps_micro_{R}x{V}(nc * f->cls[2 * cl + 1], xc + nb * block + f->pos[2 * p + 1] * row,
+                             f->ao + first, wc, f->bo + first, tiles + (q * panels + cp) * tile,
+                             c0 == 0);
         }
+      }
     }
     for (long q = 0; q < ng;) {
       long b = g0 + q, nb = b / f->grid, p = b - nb * f->grid;
@@ -179,20 +194,22 @@ static void ct_blocks_{R}x{V}(void *ctx, long b0, long b1) {
   free(tiles);
 }
 
-/* xs[nb][ci][lo_h + r][lo_w + col][i] = x[nb * TR + i][ci][r][col] (the border and the lanes
-   past the batch stay the zeros the scratch was made with), each position's TR values written
-   together from TR samples' planes read side by side; d: n, c, h, w, lo_h, lo_w, hp, wp */
+/* xs[nb][ci / chunk][lo_h + r][lo_w + col][ci % chunk][i] = x[nb * TR + i][ci][r][col] (the
+   border, the lanes past the batch and the channels past c in the last slice stay the zeros
+   the scratch was made with), each position's TR values written together from TR samples'
+   planes read side by side; d: n, c, h, w, lo_h, lo_w, hp, wp, ..., d[13] chunk */
 static void ct_copy_{R}x{V}(const T *x, T *xs, const long *d) {
   long n = d[0], c = d[1], h = d[2], w = d[3], hp = d[6], wq = d[7], plane = hp * wq;
+  long chunk = d[13], slice = plane * chunk * TR, block = (c + chunk - 1) / chunk * slice;
   long hw = h * w, sample = c * hw;
   for (long nb = 0; nb * TR < n; nb++) {
     long m = n - nb * TR < TR ? n - nb * TR : TR;
     for (long ci = 0; ci < c; ci++) {
       const T *from = x + (nb * TR * c + ci) * hw;
-      T *to = xs + ((nb * c + ci) * plane + d[4] * wq + d[5]) * TR;
+      T *to = xs + nb * block + ci / chunk * slice + ((d[4] * wq + d[5]) * chunk + ci % chunk) * TR;
       for (long r = 0; r < h; r++)
         for (long col = 0; col < w; col++) {
-          T *dst = to + (r * wq + col) * TR;
+          T *dst = to + (r * wq + col) * chunk * TR;
           const T *src = from + r * w + col;
           if (m == TR) {
 #pragma GCC unroll 8
@@ -248,15 +265,17 @@ struct ctf {
   const T *xs, *wp, *bias, *res;
   T *out;
   unsigned char *mask;
-  const long *pos;   /* per output position: its class, its offset in a block's scratch row */
+  const long *pos;   /* per output position: its class, its first pixel in the scratch */
   const long *cls;   /* per class: its first tap, its tap count */
-  const long *atap, *btap; /* per tap: its offset in the scratch (in rows), its kernel offset */
+  const int *ao, *bo; /* per class, per step over a slice: its offsets in the scratch, panel */
   long n, c, kk, cout, grid, plane, chunk, all; /* all: the class of every tap */
   const double *clamp;
   int finite; /* whether the weight is finite (else every position runs every tap) */
 };
 
-#define CT_TILE_BYTES (256L << 10)
+/* (a group's tiles, every panel's accumulators of its blocks, in a quarter of L2: the rest
+   for the scratch's and the weight's slices passing through, and the next panel's slice) */
+#define CT_TILE_BYTES ({L2}L / 4)
 
 #if !HALF && defined(TILE_TRANSPOSE)
 #define CT_RUNS 1
@@ -285,12 +304,12 @@ static void ct_store_runs(const struct ctf *f, const T *tile, long ld, long rows
 #endif
 
 /* the step's argument block: x, w, bias, out, mask, xs (the samples-innermost scratch, its
-   border zero), wp (64-byte aligned), the position, class and scratch-offset tap tables, then
-   n, c, h, w, lo_h, lo_w, hp, wp (the copy), the kernel-offset tap table, cout, rows (c x
-   kernel offsets), kernel offsets, output positions per plane, input channels per slice, the
-   class of every tap, the clamp (or 0), the pool (or 0), threads, (28: unused), whether the
-   weight is the graph's constant, the weight packed last (0: none), (31: unused), the residual
-   the store adds (0: none; laid out as the output) */
+   border zero), wp (64-byte aligned), the position and class tables, the steps' scratch
+   offsets, then n, c, h, w, lo_h, lo_w, hp, wp (the copy), the steps' panel offsets, cout,
+   rows (c x kernel offsets), kernel offsets, output positions per plane, input channels per
+   slice, the class of every tap, the clamp (or 0), the pool (or 0), threads, (28: unused),
+   whether the weight is the graph's constant, the weight packed last (0: none), (31: unused),
+   the residual the store adds (0: none; laid out as the output) */
 static void ct_frame(const long *a, struct ctf *f) {
   /* (the products of the padding's zeros with an infinite or NaN weight are NaN in every
      layout that multiplies them: such a weight runs every tap) */
@@ -299,7 +318,7 @@ static void ct_frame(const long *a, struct ctf *f) {
   for (long q = 0; q < a[19] * a[20]; q++) bad |= w[q] - w[q] != (T)0;
   struct ctf frame = {(const T *)a[5], (const T *)a[6], (const T *)a[2], (const T *)a[32],
                       (T *)a[3], (unsigned char *)a[4], (const long *)a[7], (const long *)a[8],
-                      (const long *)a[9], (const long *)a[18], a[10], a[11], a[21], a[19],
+                      (const int *)a[9], (const int *)a[18], a[10], a[11], a[21], a[19],
                       a[22], a[16] * a[17], a[23], a[24], (const double *)a[25], !bad};
   *f = frame;
 }
@@ -307,16 +326,20 @@ static void ct_frame(const long *a, struct ctf *f) {
 
 # (samples per block, vectors of output channels per panel): 8 x 3 packs the weight as
 # kernels/cconv_wide.py does (kernels/cprepack.py's panels serve it); 6 x 4 fills 64-channel
-# panels, 12 x 2 32-channel ones; each keeps 24 accumulators, of AVX-512's 32 registers (its
-# loops over the samples unrolled whole, so that they stay there)
-VARIANTS = ((8, 3), (6, 4), (12, 2))
+# panels, 12 x 2 32-channel ones, each keeping 24 accumulators, of AVX-512's 32 registers (its
+# loops over the samples unrolled whole, so that they stay there); 8 x 2 fills 32-channel
+# panels at a batch of eights (ResNet's: 64, 128, 256, 512 channels), its 16 accumulators
+# still four per cycle of a multiply-add's latency on one or two pipes
+VARIANTS = ((8, 3), (6, 4), (12, 2), (8, 2))
 
 
 def _variant(rows: int, vectors: int) -> str:
     return _TEMPLATE.replace("{R}", str(rows)).replace("{V}", str(vectors))
 
 
-TAPS_SOURCE = _COMMON + "".join(_variant(*v) for v in VARIANTS)
+TAPS_SOURCE = _COMMON.replace("{L2}", str(cache_sizes.l2_bytes())) + "".join(
+    _variant(*v) for v in VARIANTS
+)
 
 
 def applies(x_shape: tuple, w_shape: tuple, p, dtype) -> bool:
@@ -328,6 +351,11 @@ def applies(x_shape: tuple, w_shape: tuple, p, dtype) -> bool:
     if len(w_shape) != 4 or w_shape[1] != x_shape[1] or x_shape[0] < _MIN_SAMPLES:
         return False
     if any(lo < 0 for lo in p.lo):  # (a negative padding crops the input)
+        return False
+    # (the step tables' offsets within a slice are int32: a slice of the scratch, of at most
+    # every channel's 12 samples a pixel, and a panel's rows, of at most 48 values)
+    plane = int(np.prod(_scratch_size(p)))
+    if max(plane * 12, w_shape[2] * w_shape[3] * 48) * x_shape[1] >= 2**31:
         return False
     return any(len(t) < k for taps, k in zip(_valid_taps(p), p.kernel) for t in taps)
 
@@ -418,6 +446,19 @@ def _slice_channels(c: int, kk: int, row_bytes: int) -> int:
     return -(-c // -(-c // fit))
 
 
+def _slice_steps(cls, atap, btap, chunk: int, kk: int, rows: int, nr: int):
+    """Each class's steps over a slice of ``chunk`` input channels, in (channel, tap) order:
+    (offsets in the scratch from the block's first row, offsets in the panel from the slice's
+    first row), in values, int32, a class's steps from ``chunk`` times its first tap."""
+    ao, bo = [], []
+    for first, count in cls.reshape(-1, 2):
+        taps = slice(first, first + count)
+        for ci in range(chunk):
+            ao.append((atap[taps] * chunk + ci) * rows)
+            bo.append((ci * kk + btap[taps]) * nr)
+    return np.concatenate(ao).astype(np.int32), np.concatenate(bo).astype(np.int32)
+
+
 def step_name(blocking: tuple) -> str:
     return "conv_forward_taps_{}x{}_step".format(*blocking)
 
@@ -443,13 +484,14 @@ def step_args(
     rows, vectors = blocking
     nr = vectors * 64 // dtype.itemsize
     pos, cls, atap, btap, every = _tables(p)
-    xs = aligned(-(-n // rows) * rows * c * hp * wq, dtype)
-    xs[:] = 0
     wp = aligned(-(-cout // nr) * nr * c * kk, dtype)
     chunk = _slice_channels(c, kk, nr * dtype.itemsize)
+    xs = aligned(-(-n // rows) * rows * -(-c // chunk) * chunk * hp * wq, dtype)
+    xs[:] = 0
+    ao, bo = _slice_steps(cls, atap, btap, chunk, kk, rows, nr)
     args = [0, 0, 0, 0, 0, data_address(xs), data_address(wp)]
-    args += [data_address(pos), data_address(cls), data_address(atap)]
-    args += [n, c, h, w, p.lo[0], p.lo[1], hp, wq, data_address(btap)]
+    args += [data_address(pos), data_address(cls), data_address(ao)]
+    args += [n, c, h, w, p.lo[0], p.lo[1], hp, wq, data_address(bo)]
     args += [cout, c * kk, kk, len(pos) // 2, chunk, every, clamp, pool, threads]
     args += [0, int(constant), 0, 0, 0]
-    return np.array(args, np.int64), (xs, wp, pos, cls, atap, btap)
+    return np.array(args, np.int64), (xs, wp, pos, cls, ao, bo)
