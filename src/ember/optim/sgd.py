@@ -10,8 +10,9 @@ The update is PyTorch's single-tensor ``torch.optim.SGD`` step, op for op::
 
 each ``a + c * b`` with a number ``c`` PyTorch's ``a.add(b, alpha=c)``: one fused multiply-add,
 rounded once, as ATen's CPU kernel computes it, so an eager float32 step equals PyTorch's bit
-for bit (tests/test_sem59_optim_rounding.py), and a recorded step (ember.function), whose
-hyper-parameters are graph values, rounds as the eager one (ops/add_scaled.py).
+for bit (tests/test_sem59_optim_rounding.py); a recorded step (ember.function), whose
+hyper-parameters are graph values, rounds its momentum and weight decay as the eager one
+(ops/add_scaled.py), its final ``p - lr * g`` as a product then a difference.
 
 State: ``'momentum_buffer'`` per parameter, only when momentum is non-zero.
 """
@@ -110,4 +111,9 @@ class SGD(Optimizer):
                     else:
                         buf.add_(g)
                 g = add_scaled(g, buf, momentum) if nesterov else buf
-            add_scaled(p, g, -lr, inplace=True)  # (a recorded step's lr too: ops/add_scaled.py)
+            if isinstance(lr, float):
+                add_scaled(p, g, -lr, inplace=True)
+            else:  # (a recorded step's lr, a graph input: multiplied first, as before: the
+                # fused add_scaled update did not plan in place yet, its new parameter values
+                # held beside the old ones; momentum and weight decay use it)
+                p.sub_(g * as_operand(lr, p))
