@@ -141,7 +141,40 @@ def _fma64(x, alpha, y):
     return out
 
 
+def _block_elements(shape) -> int:
+    """Elements the emulation works on at once (`_kernel`): whole rows of the result's first
+    axis, as many as keep its temporaries (up to `_EMULATION_BYTES` per element) within about
+    the L2 cache, at least one row; the whole result when it is that small or 0-d/1-row."""
+    from ..kernels import cache_sizes
+
+    n = numel(shape)
+    if not all(isinstance(d, int) for d in shape) or len(shape) == 0 or shape[0] <= 1:
+        return n  # (symbolic sizes: the planner's bound is the whole result)
+    row = n // shape[0]
+    rows = max(1, cache_sizes.l2_bytes() // (128 * max(row, 1)))
+    return min(n, rows * row)
+
+
 def _kernel(x, y, *, alpha):
+    """The emulated fused multiply-add, a block of the result's rows at a time
+    (`_block_elements`): elementwise, so the same bits as in one piece, with temporaries of a
+    block's size rather than ten results' (a recorded Adam step's update of a large parameter
+    without a compiler held ten times the parameter)."""
+    shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(alpha))
+    block = _block_elements(shape)
+    if block >= numel(shape):
+        return _kernel_whole(x, y, alpha)
+    rows = block // (numel(shape) // shape[0])
+    operands = np.broadcast_arrays(x, y, np.asarray(alpha))
+    scalar = np.ndim(alpha) == 0
+    out = np.empty(shape, x.dtype)
+    for i in range(0, shape[0], rows):
+        xs, ys, al = (a[i : i + rows] for a in operands)
+        out[i : i + rows] = _kernel_whole(xs, ys, alpha if scalar else al)
+    return out
+
+
+def _kernel_whole(x, y, alpha):
     if x.dtype == np.float64:
         return np.asarray(_fma64(x, alpha, y), dtype=np.float64)
     if x.dtype == np.float32:
@@ -170,7 +203,8 @@ def _fast(x, y, *, alpha, out=None):
 _fast.declines_complex = True
 
 
-# bytes per result element the NumPy kernel's emulation holds beyond its result, at its peak
+# bytes per element of a block (`_block_elements`) the NumPy kernel's emulation holds beyond its
+# result, at its peak
 # (tracemalloc, tests/plan/test_add_alpha_workspace.py): float32's float64 product, operands and
 # sum with their bit tests; float64's splitting terms; 16-bit operands widened to float32 first
 _EMULATION_BYTES = {4: 38, 8: 108, 2: 48}
@@ -184,7 +218,11 @@ def numpy_workspace(node, layouts=None) -> int:
     if ccompile.compiler_available():
         return 0
     out = node.outputs[0]
-    return _EMULATION_BYTES.get(out.dtype.itemsize, 0) * numel(out.shape)
+    item = out.dtype.itemsize
+    block = _block_elements(tuple(out.shape))
+    # (in blocks, each block's result is held until it is copied into the whole one)
+    held = block * item if block < numel(out.shape) else 0
+    return _EMULATION_BYTES.get(item, 0) * block + held
 
 
 numpy_workspace.types_only = True  # (reads only the node's types: fused programs count it too)
