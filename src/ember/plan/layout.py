@@ -37,6 +37,10 @@ def c_strides(shape) -> tuple:
         return _C_STRIDES[shape]
     except (KeyError, TypeError):  # (a list, or a shape not seen yet)
         pass
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        # (a symbolic size: no numeric strides; such a value counts as C-contiguous, the
+        # layout of every array the runtime makes for it; a lone op's loop copies others)
+        return None
     strides, step, concrete = [], 1, True
     for d in reversed(shape):
         strides.append(step)
