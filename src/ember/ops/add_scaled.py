@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import TensorType
-from . import api as E
 from ._half import elementwise_fast
 from ._registry import OpDef, register
 from ._util import broadcast_shapes, elementwise_cost, require_float, require_same_dtype
@@ -60,18 +59,13 @@ def _onnx_add_scaled(e):
     return e.node("Add", [e.inputs[0], e.node("Mul", [e.inputs[1], e.inputs[2]])])
 
 
-def _cast(t, dtype):
-    return t if t.dtype is dtype else E.cast(t, dtype)
-
-
 def _vjp(c, g):
     x, y, alpha = c.inputs
     nx, ny, na = c.needs_input_grad
-    a = _cast(alpha, g.dtype)
     return (
         _reduce_to(g, c.in_types[0]) if nx else None,
-        _reduce_to(g * a, c.in_types[1]) if ny else None,
-        _cast(_reduce_to(g * y, c.in_types[2]), alpha.dtype) if na else None,
+        _reduce_to(g * alpha, c.in_types[1]) if ny else None,
+        _reduce_to(g * y, c.in_types[2]) if na else None,
     )
 
 

@@ -71,28 +71,24 @@ default_dynamic_qconfig = QConfig(
 default_qconfig = get_default_qconfig("x86")
 
 
-class QuantStub(Module):
+class _Stub(Module):
+    """The identity until `convert` replaces it; holds an optional qconfig."""
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig is not None:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class QuantStub(_Stub):
     """Where values become quantized (the identity until `convert`)."""
 
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig is not None:
-            self.qconfig = qconfig
 
-    def forward(self, x):
-        return x
-
-
-class DeQuantStub(Module):
+class DeQuantStub(_Stub):
     """Where quantized values become float again (the identity until `convert`)."""
-
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig is not None:
-            self.qconfig = qconfig
-
-    def forward(self, x):
-        return x
 
 
 class ConvReLU2d(Sequential):
